@@ -1,0 +1,18 @@
+"""tfmon: TensorFlow 1's MonitoredSession and hooks for eager TensorFlow 2."""
+
+import setuptools
+
+setuptools.setup(
+    name='tfmon',
+    version='0.1.0',
+    description="TensorFlow 1's tf.compat.v1.train hook API on eager TensorFlow 2",
+    packages=setuptools.find_packages(include=['tfmon', 'tfmon.*']),
+    python_requires='>=3.9',
+    install_requires=[
+        'tensorflow>=2.16',
+        'tensorboard',  # tf.summary.scalar needs it; TF 2.21 no longer pulls it in
+        'numpy',
+        'absl-py',
+    ],
+    extras_require={'test': ['pytest']},
+)

@@ -1,0 +1,6 @@
+"""tfmon: TensorFlow 1's MonitoredSession and hooks for eager TensorFlow 2."""
+
+from tfmon import train
+from tfmon.train import *  # pylint: disable=wildcard-import
+
+__version__ = '0.1.0'

@@ -1,0 +1,4 @@
+"""The compiling layer: fetches and feeds in, one tf.function call, numpy out."""
+
+from tfmon.compiled.compiled_call import CallCompiler, CompiledCall
+from tfmon.compiled.fetch_plan import FetchPlan, op

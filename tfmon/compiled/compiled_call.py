@@ -1,0 +1,126 @@
+"""CompiledCall and CallCompiler: one `run` becomes one traced TensorFlow call.
+
+CallCompiler caches a CompiledCall per call structure (which step functions,
+variables and names are fetched, and which feed keys are given), so a steady
+training loop traces once per distinct structure, never once per step. Feed
+values enter as tensor arguments, so new values never retrace; a feed whose shape
+changes relaxes that dimension to None once, as tf.function's reduce_retracing does.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tfmon.compiled import fetch_plan
+
+def _feed_tensor(key, value):
+  if isinstance(value, tf.Tensor):
+    if tf.is_symbolic_tensor(value):
+      raise TypeError(f'feed_dict[{key!r}] is a graph tensor ({value!r}); feed '
+                      'numpy arrays, Python numbers or eager tensors.')
+    return value
+  try:
+    return tf.convert_to_tensor(value)
+  except (TypeError, ValueError) as e:
+    raise TypeError(
+        f'feed_dict[{key!r}] = {value!r} cannot be converted to a tensor ({e}). '
+        'Feed numpy arrays, Python numbers or tensors.') from None
+
+
+def _to_numpy(output):
+  if isinstance(output, tf.Tensor):
+    return output.numpy()
+  return tf.nest.map_structure(lambda t: None if t is None else t.numpy(), output)
+
+
+def _value_to_numpy(value):
+  return value.numpy() if isinstance(value, tf.Tensor) else np.asarray(value)
+
+
+def _flat_caller(concrete):
+  """A fast way to call a concrete function with a flat list of tensors.
+
+  Function.__call__ and ConcreteFunction.__call__ re-bind and re-validate their
+  arguments on every call: on a tiny model that is over a third of a step (see
+  BUILD_NOTES.md). Our arguments are already a flat list of tensors matching the
+  traced signature, so we call the concrete function's flat entry point, and fall
+  back to the public call if a TensorFlow version lacks it.
+  """
+  call_flat = getattr(concrete, '_call_flat', None)
+  if call_flat is None:
+    return lambda tensors: concrete(*tensors)
+  return lambda tensors: call_flat(tensors, concrete.captured_inputs)
+
+
+class CompiledCall:
+  """One call structure's FetchPlan traced into a tf.function.
+
+  Args:
+    plan: The FetchPlan of the structure.
+  """
+
+  def __init__(self, plan):
+    self.plan = plan
+    self._function = tf.function(plan.body)
+    self._callers = {}  # feed signature (dtype and shape per feed) -> flat caller
+    self._specs = None  # the feed specs traced last, relaxed across shapes
+
+  def _caller_for(self, tensors, signature):
+    specs = [tf.TensorSpec(t.shape, t.dtype) for t in tensors]
+    if self._specs is not None:
+      relaxed = [old.most_specific_common_supertype([new])
+                 for old, new in zip(self._specs, specs)]
+      if all(spec is not None for spec in relaxed):
+        specs = relaxed
+    self._specs = specs
+    caller = _flat_caller(self._function.get_concrete_function(*specs))
+    self._callers[signature] = caller
+    return caller
+
+  def __call__(self, flat_fetches, feed_dict):
+    """Runs the call and returns the flat results as numpy values."""
+    if self.plan.feed_keys:
+      tensors = [_feed_tensor(k, feed_dict[k]) for k in self.plan.feed_keys]
+      signature = tuple((t.dtype, tuple(t.shape)) for t in tensors)
+    else:
+      tensors = []
+      signature = ()
+    caller = self._callers.get(signature) or self._caller_for(tensors, signature)
+    outputs = caller(tensors)
+    results = []
+    for position, index in enumerate(self.plan.layout):
+      if index >= 0:
+        results.append(_to_numpy(outputs[index]))
+      elif index == fetch_plan.LAYOUT_NONE:
+        results.append(None)
+      else:
+        results.append(_value_to_numpy(flat_fetches[position]))
+    return results
+
+
+class CallCompiler:
+  """Runs fetches and feeds as one compiled call, cached by call structure."""
+
+  def __init__(self):
+    self._calls = {}
+
+  def run(self, fetches, feed_dict=None):
+    """Runs `fetches` with `feed_dict` in one compiled call.
+
+    Args:
+      fetches: A nest of fetch leaves (see FetchPlan).
+      feed_dict: None or a dict from step-function parameter names to values.
+
+    Returns:
+      The results, numpy values in the structure of `fetches`.
+    """
+    flat = tf.nest.flatten(fetches)
+    feed_keys = tuple(feed_dict) if feed_dict else ()
+    key = (tuple(map(fetch_plan.leaf_key, flat)), feed_keys)
+    call = self._calls.get(key)
+    if call is None:
+      call = CompiledCall(fetch_plan.FetchPlan(flat, feed_keys))
+      results = call(flat, feed_dict)
+      self._calls[key] = call  # only once it traced and ran: a failed trace retries
+    else:
+      results = call(flat, feed_dict)
+    return tf.nest.pack_sequence_as(fetches, results)

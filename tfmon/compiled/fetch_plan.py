@@ -1,0 +1,349 @@
+"""FetchPlan: what one call structure of `run` computes, as one traceable body.
+
+A `run(fetches, feed_dict)` call is flattened into leaves. Each leaf is one of:
+a step function (any callable), `op(fn)`, a variable, a name, a plain value
+(tensor, numpy or Python number), or None. The plan keeps the distinct step
+functions, variables and names of a call structure and builds `body`, the
+Python function that `CompiledCall` traces once into a `tf.function`:
+
+  1. read every fetched variable (the value before any step runs, as TF1's
+     Session.run gave the pre-step global step);
+  2. run the step functions in flattened order, each with the feeds that match
+     its parameter names;
+  3. resolve names: keys of dicts returned in this call, then tensor names of the
+     traced graph (how TF1 hooks found 'softmax_tensor').
+
+`body` is one step; a loop of several steps can call it inside a `tf.while_loop`
+without changing the plan (step fusion).
+"""
+
+import inspect
+import numbers
+import re
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+# Leaf kinds. A leaf's kind depends only on its Python type, so it is cached per
+# type and classifying a leaf on the hot path is one dict lookup.
+NONE, NAME, STEP, OP, VARIABLE, VALUE, INVALID = range(7)
+
+# Layout codes for leaves that are not outputs of the compiled call.
+LAYOUT_NONE = -1
+LAYOUT_VALUE = -2
+
+
+class StepOp:
+  """A step function whose results stay on the device: TF1's `train_op`.
+
+  Fetching `op(fn)` runs `fn` like any step function, but its leaf returns None,
+  so a loop that never reads the step's outputs pays no device-to-host copy.
+  Hooks can still fetch the names of the dict it returns.
+  """
+
+  __slots__ = ('fn',)
+
+  def __init__(self, fn):
+    if not callable(fn):
+      raise TypeError(f'op() takes a step function (a callable); got {fn!r} of '
+                      f'type {type(fn).__name__}.')
+    self.fn = fn
+
+  def __eq__(self, other):
+    return type(other) is StepOp and other.fn == self.fn
+
+  def __hash__(self):
+    return hash((StepOp, self.fn))
+
+  def __repr__(self):
+    return f'op({describe(self.fn)})'
+
+
+def op(fn):
+  """Returns a fetch that runs step function `fn` without returning its results.
+
+  Args:
+    fn: A step function, as any callable leaf of `run` fetches.
+
+  Returns:
+    A fetch whose result is None.
+
+  Raises:
+    TypeError: if `fn` is not callable.
+  """
+  return StepOp(fn)
+
+
+_kind_by_type = {type(None): NONE, str: NAME, StepOp: OP}
+
+
+def _is_variable(leaf):
+  if isinstance(leaf, tf.Variable):
+    return True
+  keras = sys.modules.get('keras')  # a Keras variable exists only if Keras is loaded
+  return keras is not None and isinstance(leaf, getattr(keras, 'Variable', ()))
+
+
+def _classify(leaf):
+  if _is_variable(leaf):
+    return VARIABLE
+  if isinstance(leaf, (tf.Tensor, np.ndarray, np.generic, numbers.Number)):
+    return VALUE
+  if callable(leaf):
+    return STEP
+  return INVALID
+
+
+def leaf_kind(leaf):
+  kind = _kind_by_type.get(type(leaf))
+  if kind is None:
+    kind = _kind_by_type[type(leaf)] = _classify(leaf)
+  return kind
+
+
+def leaf_key(leaf):
+  """The part of the cache key of a call that this leaf contributes."""
+  kind = leaf_kind(leaf)
+  if kind is VALUE:
+    return VALUE  # values are returned as they are and never enter the call
+  if kind is VARIABLE or kind is INVALID:
+    return (kind, id(leaf))  # variables are unhashable; the plan keeps them alive
+  if kind is STEP:
+    try:
+      hash(leaf)
+    except TypeError:
+      return (STEP, id(leaf))
+  return leaf
+
+
+def describe(fn):
+  return getattr(fn, '__qualname__', None) or getattr(fn, '__name__', None) or repr(fn)
+
+
+def _traceable(fn):
+  """The Python function behind a `tf.function`, so it traces inline.
+
+  Calling a tf.function inside our tf.function would nest a second function
+  graph, hiding its tensor names from name fetches and adding a call op per step.
+  `_python_function` is the bound wrapper for tf.function methods, where the public
+  `python_function` is the unbound one.
+  """
+  if isinstance(fn, tf.types.experimental.PolymorphicFunction):
+    inner = getattr(fn, '_python_function', None) or getattr(fn, 'python_function', None)
+    if callable(inner):
+      return inner
+  return fn
+
+
+class _StepFunction:
+  """One step function of a plan and the feeds it takes."""
+
+  def __init__(self, fn):
+    self.fn = _traceable(fn)
+    self.name = describe(fn)
+    try:
+      parameters = inspect.signature(self.fn).parameters.values()
+    except (TypeError, ValueError):
+      parameters = ()  # a builtin without a signature takes no feeds
+    self.takes_all_feeds = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    self.parameters = [
+        p.name for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    self.required = [
+        p.name for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                               p.POSITIONAL_OR_KEYWORD,
+                                               p.KEYWORD_ONLY)
+    ]
+
+  def check_feeds(self, feed_keys):
+    for name in self.required:
+      if name not in feed_keys:
+        raise ValueError(
+            f'Step function {self.name} requires parameter {name!r}, but '
+            f'feed_dict has no {name!r} key (feed keys: {sorted(feed_keys)}). '
+            f'Feed it by name: run({self.name}, feed_dict={{{name!r}: value}}), '
+            'or give the parameter a default.')
+
+  def __call__(self, feeds):
+    if self.takes_all_feeds:
+      kwargs = feeds
+    else:
+      kwargs = {k: feeds[k] for k in self.parameters if k in feeds}
+    try:
+      result = self.fn(**kwargs)
+    except Exception as e:
+      if hasattr(e, 'add_note'):
+        e.add_note(f'(raised by step function {self.name} while tfmon traced it '
+                   'into the compiled call of MonitoredSession.run)')
+      raise
+    return tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
+
+
+def _as_output(value, step_name):
+  """A step's returned leaf as a traced tensor, or None."""
+  if value is None or isinstance(value, tf.Tensor):
+    return value
+  if isinstance(value, tf.Operation):
+    return None  # TF1 returned None for fetched ops
+  if _is_variable(value):
+    return tf.identity(value)  # its value after the step
+  if isinstance(value, (numbers.Number, np.ndarray, np.generic)):
+    return tf.constant(value)
+  raise TypeError(
+      f'Step function {step_name} returned {value!r} of type '
+      f'{type(value).__name__}, which is not numeric. A step function returns '
+      'tensors, numbers, numpy values or None, alone or in lists, tuples and dicts.')
+
+
+def _read(variable):
+  if isinstance(variable, tf.Variable):
+    return variable.read_value()
+  return tf.convert_to_tensor(variable)  # a Keras variable
+
+
+_OP_TYPE_SUFFIX = r'(_\d+)?'
+
+
+def _user_named_tensors(graph, limit=20):
+  """Tensor names in `graph` that someone chose (not TF's op-type defaults)."""
+  names = []
+  for graph_op in graph.get_operations():
+    base = graph_op.name.rsplit('/', 1)[-1]
+    if re.fullmatch(re.escape(graph_op.type) + _OP_TYPE_SUFFIX, base):
+      continue
+    if 'gradient_tape/' in graph_op.name or not graph_op.outputs:
+      continue
+    names.append(graph_op.outputs[0].name)
+  if len(names) > limit:
+    names = names[:limit] + [f'... {len(names) - limit} more']
+  return names
+
+
+def _resolve_name(name, returned):
+  if name in returned:
+    return returned[name]
+  graph = tf.compat.v1.get_default_graph()
+  try:
+    return graph.get_tensor_by_name(name if ':' in name else name + ':0')
+  except (KeyError, ValueError):
+    pass
+  raise ValueError(
+      f'Fetch name {name!r} names no tensor of this call. Names are keys of dicts '
+      f'returned by the step functions of the call ({sorted(returned)}) or tensor '
+      f'names in the traced graph ({_user_named_tensors(graph)}). Return the tensor '
+      f"from your step function in a dict (return {{{name!r}: tensor}}) or name it "
+      f"(tf.identity(tensor, name={name!r})).")
+
+
+class FetchPlan:
+  """The distinct things one call structure computes, and where each leaf's result is.
+
+  Args:
+    flat_fetches: The flattened fetches of a call.
+    feed_keys: The feed_dict keys of the call, in the order values are passed.
+
+  Raises:
+    TypeError: a leaf of an unsupported type, or a feed key that is not a string.
+    ValueError: a feed key no step function takes, or a required parameter unfed.
+  """
+
+  def __init__(self, flat_fetches, feed_keys):
+    self.feed_keys = tuple(feed_keys)
+    self._variables = []
+    self._steps = []
+    self._names = []
+    step_index = {}       # step function -> index in self._steps
+    returning_steps = []  # indices of steps whose results are fetched
+    layout = []           # per leaf: (source, index) or a layout code
+    for leaf in flat_fetches:
+      kind = leaf_kind(leaf)
+      if kind is NONE:
+        layout.append(LAYOUT_NONE)
+      elif kind is VALUE:
+        if tf.is_symbolic_tensor(leaf):
+          raise TypeError(
+              f'Fetch {leaf!r} is a graph tensor. tfmon runs eagerly: fetch the '
+              'step function that computes it, or its name.')
+        layout.append(LAYOUT_VALUE)
+      elif kind is VARIABLE:
+        index = next((i for i, v in enumerate(self._variables) if v is leaf), None)
+        if index is None:
+          index = len(self._variables)
+          self._variables.append(leaf)
+        layout.append((VARIABLE, index))
+      elif kind is NAME:
+        if leaf not in self._names:
+          self._names.append(leaf)
+        layout.append((NAME, self._names.index(leaf)))
+      elif kind is STEP or kind is OP:
+        fn = leaf.fn if kind is OP else leaf
+        key = leaf_key(fn)
+        if key not in step_index:
+          step_index[key] = len(self._steps)
+          self._steps.append(_StepFunction(fn))
+        if kind is OP:
+          layout.append(LAYOUT_NONE)
+        else:
+          if step_index[key] not in returning_steps:
+            returning_steps.append(step_index[key])
+          layout.append((STEP, returning_steps.index(step_index[key])))
+      else:
+        raise TypeError(
+            f'Fetch argument {leaf!r} has invalid type {type(leaf).__name__}. '
+            'Fetch a step function (a callable), tfmon.train.op(fn), a tf.Variable, '
+            'a tensor name (str), a tensor or numpy value, or None, alone or in '
+            'lists, tuples, dicts and namedtuples.')
+    self._returning_steps = returning_steps
+    self._check_feeds()
+    # Outputs of `body` are [*variables, *returned step results, *names].
+    offsets = {VARIABLE: 0, STEP: len(self._variables),
+               NAME: len(self._variables) + len(returning_steps)}
+    self.layout = [
+        entry if isinstance(entry, int) else offsets[entry[0]] + entry[1]
+        for entry in layout
+    ]
+
+  def _check_feeds(self):
+    for key in self.feed_keys:
+      if not isinstance(key, str):
+        raise TypeError(
+            f'feed_dict key {key!r} is a {type(key).__name__}. tfmon feeds step '
+            'functions by parameter name: use the parameter name as the key, e.g. '
+            "feed_dict={'images': batch}.")
+    accepted = set()
+    for step in self._steps:
+      step.check_feeds(self.feed_keys)
+      accepted.update(step.parameters)
+    if any(step.takes_all_feeds for step in self._steps):
+      return
+    for key in self.feed_keys:
+      if key not in accepted:
+        parameters = {s.name: s.parameters for s in self._steps}
+        raise ValueError(
+            f'feed_dict key {key!r} matches no parameter of the step functions in '
+            f'this call (parameters: {parameters or "no step function is fetched"}). '
+            'Feed keys name step-function parameters: rename the key or add the '
+            'parameter.')
+
+  @property
+  def step_names(self):
+    return [step.name for step in self._steps]
+
+  def body(self, *feed_values):
+    """Runs one step of this call structure; traced by CompiledCall."""
+    feeds = dict(zip(self.feed_keys, feed_values))
+    variable_values = [_read(v) for v in self._variables]
+    results = []
+    returned = {}
+    for step in self._steps:
+      result = step(feeds)
+      results.append(result)
+      if isinstance(result, dict):
+        for name, value in result.items():
+          returned.setdefault(name, value)
+    step_values = [results[i] for i in self._returning_steps]
+    name_values = [_resolve_name(name, returned) for name in self._names]
+    return variable_values + step_values + name_values

@@ -1,0 +1,47 @@
+"""Global-step helpers: TensorFlow's own, so tfmon and TF share one registry.
+
+`tf.compat.v1.train.get_or_create_global_step()` works eagerly and registers the
+variable in the default graph's GLOBAL_STEP collection; re-exporting TF's functions
+(rather than keeping a registry of our own) means a step function, a TF1 hook and
+tfmon all see the same variable.
+"""
+
+import tensorflow as tf
+
+get_global_step = tf.compat.v1.train.get_global_step
+get_or_create_global_step = tf.compat.v1.train.get_or_create_global_step
+create_global_step = tf.compat.v1.train.create_global_step
+
+
+def global_step(sess, global_step_tensor):
+  """Returns the global step value as an int.
+
+  Args:
+    sess: A tfmon session (any object with `run`), or None when the global step
+      is an eager variable, which it always is under tfmon.
+    global_step_tensor: The global step `tf.Variable`, or its name.
+
+  Returns:
+    The global step value.
+  """
+  if isinstance(global_step_tensor, str):
+    if sess is None:
+      raise ValueError(
+          f'global_step_tensor {global_step_tensor!r} is a name: pass the session '
+          'that can resolve it, or pass the variable itself.')
+    return int(sess.run(global_step_tensor))
+  if hasattr(global_step_tensor, 'numpy'):
+    return int(global_step_tensor.numpy())
+  return int(sess.run(global_step_tensor))
+
+
+def require_global_step(user):
+  """Returns the global step variable, or raises v1's error naming `user`."""
+  step = get_global_step()
+  if step is None:
+    raise RuntimeError(
+        f'Global step should be created to use {user}. Create it before the '
+        'session with `global_step = tfmon.train.get_or_create_global_step()` '
+        'and increment it in your step function with '
+        '`global_step.assign_add(1)`.')
+  return step

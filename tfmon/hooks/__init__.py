@@ -1,0 +1,3 @@
+"""Built-in hooks, one family a module."""
+
+from tfmon.hooks.stop_at_step import StopAtStepHook

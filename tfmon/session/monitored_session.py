@@ -1,0 +1,244 @@
+"""MonitoredSession and SingularMonitoredSession: the session stack users hold.
+
+The stack, from the top: RecoverableSession (MonitoredSession only) over
+CoordinatedSession over HookedSession over RawSession, as in v1's
+monitored_session.py. Each layer adds one concern; recovery re-creates the whole
+stack below it through `_CoordinatedSessionCreator` and never sees the hooks.
+"""
+
+import inspect
+
+import tensorflow as tf
+
+from tfmon.hook_api import SessionRunHook
+from tfmon.session.coordinated_session import CoordinatedSession
+from tfmon.session.hooked_session import HookedSession
+from tfmon.session.raw_session import RawSession
+from tfmon.session.recoverable_session import RecoverableSession
+from tfmon.session.session_creator import ChiefSessionCreator, SessionCreator
+from tfmon.session.step_context import StepContext
+
+
+def check_hooks(hooks, arg_name='hooks'):
+  """Returns `hooks` as a list, or raises TypeError naming the one that is not a hook."""
+  if hooks is None:
+    return []
+  if isinstance(hooks, SessionRunHook):
+    raise TypeError(f'{arg_name} must be a list of SessionRunHook; got the single '
+                    f'hook {hooks!r}. Pass {arg_name}=[hook].')
+  try:
+    hooks = list(hooks)
+  except TypeError:
+    raise TypeError(f'{arg_name} must be a list of SessionRunHook; got {hooks!r} of '
+                    f'type {type(hooks).__name__}.') from None
+  for i, hook in enumerate(hooks):
+    if not isinstance(hook, SessionRunHook):
+      raise TypeError(
+          f'{arg_name}[{i}] is {hook!r} of type {type(hook).__name__}, not a '
+          'SessionRunHook. A hook subclasses tfmon.train.SessionRunHook (the same '
+          'class as tf.compat.v1.train.SessionRunHook).')
+  return hooks
+
+
+def _check_step_fn(step_fn):
+  try:
+    parameters = tuple(inspect.signature(step_fn).parameters)
+  except (TypeError, ValueError):
+    parameters = ()
+  if inspect.ismethod(step_fn):
+    parameters = ('self',) + parameters
+  if parameters not in (('step_context',), ('self', 'step_context')):
+    raise ValueError(
+        '`step_fn` may either have one `step_context` argument, or'
+        ' `self` and `step_context` arguments if it\'s an instance'
+        ' method. Got {} instead.'.format(parameters))
+
+
+class _CoordinatedSessionCreator(SessionCreator):
+  """Creates the stack below recovery: coordinator, hooks, raw session."""
+
+  def __init__(self, session_creator, hooks, stop_grace_period_secs):
+    self._session_creator = session_creator
+    self._hooks = hooks
+    self._stop_grace_period_secs = stop_grace_period_secs
+    self.coord = None
+    self.tf_sess = None
+
+  def create_session(self):
+    session = self._session_creator.create_session()
+    if not isinstance(session, RawSession):
+      raise TypeError(
+          f'{type(self._session_creator).__name__}.create_session() returned '
+          f'{session!r}; a tfmon session creator returns a tfmon RawSession. Use '
+          'tfmon.train.ChiefSessionCreator or WorkerSessionCreator.')
+    self.tf_sess = session
+    # Like v1, no exception type is a "clean" stop: all of them propagate.
+    self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
+    for hook in self._hooks:
+      hook.after_create_session(self.tf_sess, self.coord)
+    return CoordinatedSession(
+        HookedSession(self.tf_sess, self._hooks), self.coord,
+        self._stop_grace_period_secs)
+
+
+class _MonitoredSession:
+  """See `MonitoredSession` or `SingularMonitoredSession`."""
+
+  StepContext = StepContext
+
+  def __init__(self, session_creator, hooks, should_recover,
+               stop_grace_period_secs=120):
+    self._hooks = check_hooks(hooks)
+    if session_creator is not None and not isinstance(session_creator, SessionCreator):
+      raise TypeError(
+          f'session_creator must be a SessionCreator (e.g. '
+          f'tfmon.train.ChiefSessionCreator()); got {session_creator!r}.')
+    for hook in self._hooks:
+      hook.begin()
+    self._coordinated_creator = _CoordinatedSessionCreator(
+        session_creator=session_creator or ChiefSessionCreator(),
+        hooks=self._hooks,
+        stop_grace_period_secs=stop_grace_period_secs)
+    if should_recover:
+      self._sess = RecoverableSession(self._coordinated_creator)
+    else:
+      self._sess = self._coordinated_creator.create_session()
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """Runs fetches and every hook's requests in one compiled call.
+
+    Args:
+      fetches: A nest (list, tuple, dict, namedtuple) of step functions
+        (callables), `tfmon.train.op(fn)`, variables, names, tensors, numpy values
+        or None.
+      feed_dict: A dict from step-function parameter names to values.
+      options: A `tf.compat.v1.RunOptions`, accepted for compatibility.
+      run_metadata: A `tf.compat.v1.RunMetadata`, accepted for compatibility.
+
+    Returns:
+      Numpy results in the structure of `fetches`.
+
+    Raises:
+      RuntimeError: if called after `should_stop()` or after `close()`.
+      TypeError, ValueError: for fetches or feeds it cannot run (the message says
+        which and how to fix it).
+    """
+    if self._sess is None:
+      raise RuntimeError('Run called on a closed session: create a new one.')
+    return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                          run_metadata=run_metadata)
+
+  def run_step_fn(self, step_fn):
+    """Runs `step_fn(step_context)` with access to the raw session.
+
+    Args:
+      step_fn: A function with one `step_context` argument (or `self` and
+        `step_context`), receiving a `StepContext`.
+
+    Returns:
+      What `step_fn` returns.
+
+    Raises:
+      StopIteration: if `step_fn` called `step_context.request_stop()`; a `with`
+        block around the session absorbs it.
+      ValueError: if `step_fn` does not take exactly `step_context`.
+    """
+    _check_step_fn(step_fn)
+    if self._sess is None:
+      raise RuntimeError('run_step_fn called on a closed session: create a new one.')
+    return self._sess.run_step_fn(step_fn, self._tf_sess, None)
+
+  def should_stop(self):
+    return self._sess is None or self._sess.should_stop()
+
+  def close(self):
+    self._close_internal()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exception_type, exception_value, traceback):
+    if exception_type in (tf.errors.OutOfRangeError, StopIteration):
+      exception_type = None
+    self._close_internal(exception_type)
+    return exception_type is None  # True suppresses the exception
+
+  def _close_internal(self, exception_type=None):
+    try:
+      if not exception_type:
+        for hook in self._hooks:
+          hook.end(self._coordinated_creator.tf_sess)
+    finally:
+      try:
+        if self._sess is None:
+          raise RuntimeError('Session is already closed.')
+        self._sess.close()
+      finally:
+        self._sess = None
+        self._coordinated_creator.tf_sess = None
+        self._coordinated_creator.coord = None
+
+  def _tf_sess(self):
+    return self._coordinated_creator.tf_sess
+
+
+class MonitoredSession(_MonitoredSession):
+  """Session-like object that handles initialization, recovery and hooks.
+
+  Example:
+
+  ```python
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def train_step():
+    ...
+    global_step.assign_add(1)
+    return {'loss': loss}
+
+  hooks = [tfmon.train.StopAtStepHook(last_step=1000)]
+  with tfmon.train.MonitoredSession(hooks=hooks) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(train_step))
+  ```
+
+  Construction calls every hook's `begin()`, creates the session (the creator
+  initializes or restores), then calls `after_create_session(session, coord)`.
+  `run` calls `before_run` of all hooks, runs the caller's fetches and the hooks'
+  in one compiled call, then calls `after_run`. AbortedError and UnavailableError
+  raised in a run close and re-create the session, and the run is retried.
+
+  Args:
+    session_creator: A `ChiefSessionCreator` (the default) or `WorkerSessionCreator`.
+    hooks: A list of `SessionRunHook`s.
+    stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
+
+  Raises:
+    TypeError: a hook that is not a SessionRunHook, or a creator of the wrong type.
+  """
+
+  def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120):
+    super().__init__(session_creator, hooks, should_recover=True,
+                     stop_grace_period_secs=stop_grace_period_secs)
+
+
+class SingularMonitoredSession(_MonitoredSession):
+  """A MonitoredSession that does not recover, and gives access to its raw session.
+
+  Args:
+    hooks: A list of `SessionRunHook`s.
+    scaffold: A `Scaffold`, or None for the default.
+    master: Ignored, with a warning: tfmon runs in this process.
+    config: Ignored, with a warning: use `tf.config`.
+    stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
+  """
+
+  def __init__(self, hooks=None, scaffold=None, master='', config=None,
+               stop_grace_period_secs=120):
+    session_creator = ChiefSessionCreator(scaffold=scaffold, master=master,
+                                          config=config)
+    super().__init__(session_creator, hooks, should_recover=False,
+                     stop_grace_period_secs=stop_grace_period_secs)
+
+  def raw_session(self):
+    """Returns the RawSession, which runs fetches without hooks."""
+    return self._tf_sess()

@@ -1,0 +1,45 @@
+"""RawSession: the session below the hooks, tfmon's stand-in for tf.compat.v1.Session."""
+
+import tensorflow as tf
+
+from tfmon.compiled import CallCompiler
+
+
+class RawSession:
+  """Runs fetches (section 2 of SPEC.md) as one compiled call, without hooks.
+
+  This is what hooks receive as `session` in `after_create_session`,
+  `run_context.session` and `end`, and what `SingularMonitoredSession.raw_session()`
+  returns.
+  """
+
+  def __init__(self):
+    self._compiler = CallCompiler()
+    self._closed = False
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    """Runs `fetches` with `feed_dict` in one compiled call.
+
+    Args:
+      fetches: A nest of step functions, `op(fn)`s, variables, names, values or None.
+      feed_dict: A dict from step-function parameter names to values, or None.
+      options: A `tf.compat.v1.RunOptions`, accepted for compatibility.
+      run_metadata: A `tf.compat.v1.RunMetadata`, accepted for compatibility.
+
+    Returns:
+      Numpy results in the structure of `fetches`.
+
+    Raises:
+      RuntimeError: if the session is closed or `run` is called inside a tf.function.
+    """
+    del options, run_metadata  # accepted for v1 compatibility
+    if self._closed:
+      raise RuntimeError('Attempted to use a closed Session.')
+    if not tf.executing_eagerly():
+      raise RuntimeError(
+          'A tfmon session runs eagerly: call run() from Python, not inside a '
+          'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
+    return self._compiler.run(fetches, feed_dict)
+
+  def close(self):
+    self._closed = True

@@ -1,0 +1,86 @@
+"""Scaffold: how a session initializes what the step functions use."""
+
+
+def _check_callable(name, fn):
+  if fn is not None and not callable(fn):
+    raise TypeError(f'Scaffold {name} must be a callable taking (scaffold, session); '
+                    f'got {fn!r} of type {type(fn).__name__}.')
+
+
+class Scaffold:
+  """Initialization pieces of a session, with v1's arguments.
+
+  Eager variables hold their values from construction, so there is nothing like
+  v1's global-variables initializer to run: `init_op` / `init_fn` run once, on the
+  first creation of the session that has no checkpoint to restore; `local_init_op`
+  / `local_init_fn` run on every creation (fresh, restored or recovered).
+
+  Args:
+    init_op: Fetches (SPEC section 2) run once at the first creation.
+    init_feed_dict: Feeds for `init_op`.
+    init_fn: Called as `init_fn(scaffold, session)` after `init_op`.
+    ready_op: Must be None: eager variables are always ready.
+    ready_for_local_init_op: Must be None, for the same reason.
+    local_init_op: Fetches run on every creation.
+    local_init_feed_dict: Feeds for `local_init_op`.
+    local_init_fn: Called as `local_init_fn(scaffold, session)` on every creation.
+    copy_from_scaffold: A Scaffold whose pieces fill those not given here.
+
+  Raises:
+    TypeError: a function that is not callable, or a `copy_from_scaffold` that
+      is not a Scaffold.
+    ValueError: a `ready_op` or `ready_for_local_init_op`.
+  """
+
+  def __init__(self,
+               init_op=None,
+               init_feed_dict=None,
+               init_fn=None,
+               ready_op=None,
+               ready_for_local_init_op=None,
+               local_init_op=None,
+               copy_from_scaffold=None,
+               local_init_feed_dict=None,
+               local_init_fn=None):
+    for name, value in (('ready_op', ready_op),
+                        ('ready_for_local_init_op', ready_for_local_init_op)):
+      if value is not None:
+        raise ValueError(
+            f'Scaffold {name}={value!r} cannot be used: eager variables are '
+            f'initialized when created, so there is no readiness to check. Drop {name}.')
+    if copy_from_scaffold is not None:
+      if not isinstance(copy_from_scaffold, Scaffold):
+        raise TypeError('copy_from_scaffold is not a Scaffold instance.')
+      init_op = init_op if init_op is not None else copy_from_scaffold.init_op
+      init_feed_dict = init_feed_dict or copy_from_scaffold.init_feed_dict
+      init_fn = init_fn or copy_from_scaffold._user_init_fn  # pylint: disable=protected-access
+      local_init_op = (local_init_op if local_init_op is not None
+                       else copy_from_scaffold.local_init_op)
+      local_init_feed_dict = (local_init_feed_dict or
+                              copy_from_scaffold.local_init_feed_dict)
+      local_init_fn = local_init_fn or copy_from_scaffold._user_local_init_fn  # pylint: disable=protected-access
+    _check_callable('init_fn', init_fn)
+    _check_callable('local_init_fn', local_init_fn)
+    self.init_op = init_op
+    self.init_feed_dict = init_feed_dict
+    self.local_init_op = local_init_op
+    self.local_init_feed_dict = local_init_feed_dict
+    self._user_init_fn = init_fn
+    self._user_local_init_fn = local_init_fn
+
+  def finalize(self):
+    """Kept for v1 code that calls it: an eager program has no graph to finalize."""
+
+  def initialize(self, session):
+    """Runs `init_op` then `init_fn`: once, when there is no checkpoint to restore."""
+    if self.init_op is not None:
+      session.run(self.init_op, feed_dict=self.init_feed_dict)
+    if self._user_init_fn is not None:
+      self._user_init_fn(self, session)
+
+  def local_initialize(self, session):
+    """Runs `local_init_op` then `local_init_fn`: on every session creation."""
+    if self.local_init_op is not None:
+      session.run(self.local_init_op, feed_dict=self.local_init_feed_dict)
+    if self._user_local_init_fn is not None:
+      self._user_local_init_fn(self, session)
