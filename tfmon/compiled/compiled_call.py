@@ -72,7 +72,14 @@ class CompiledCall:
       if all(spec is not None for spec in relaxed):
         specs = relaxed
     self._specs = specs
-    caller = _flat_caller(self._function.get_concrete_function(*specs))
+    try:
+      concrete = self._function.get_concrete_function(*specs)
+    except Exception as e:
+      if hasattr(e, 'add_note'):  # Python 3.11+
+        e.add_note(f'(raised while tracing step functions {self.plan.step_names} '
+                   'into the compiled call of run())')
+      raise
+    caller = _flat_caller(concrete)
     self._callers[signature] = caller
     return caller
 

@@ -172,13 +172,7 @@ class _StepFunction:
       kwargs = feeds
     else:
       kwargs = {k: feeds[k] for k in self.parameters if k in feeds}
-    try:
-      result = self.fn(**kwargs)
-    except Exception as e:
-      if hasattr(e, 'add_note'):
-        e.add_note(f'(raised by step function {self.name} while tfmon traced it '
-                   'into the compiled call of MonitoredSession.run)')
-      raise
+    result = self.fn(**kwargs)
     return tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
 
 

@@ -1,0 +1,146 @@
+"""Per-step overhead of tfmon's sessions against a plain tf.function loop.
+
+Variants, run interleaved in one process (the machines are shared and noisy, so
+only same-round ratios mean anything):
+  (a) a plain Python loop calling the tf.function step;
+  (b) MonitoredSession with no hooks, running `op(step)`;
+  (c) MonitoredSession with StopAtStepHook and a hook fetching the loss every step.
+
+Prints, per model, the median steps/sec of each variant and the median of the
+per-round ratios to (a).
+
+  python -m benchmarks.overhead [--model mlp|cnn|both] [--rounds 7] [--steps N]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import keras  # pylint: disable=g-import-not-at-top
+import numpy as np
+import tensorflow as tf
+
+import tfmon
+
+
+class _FetchLossEveryStep(tfmon.train.SessionRunHook):
+
+  def before_run(self, run_context):
+    return tfmon.train.SessionRunArgs('loss')
+
+  def after_run(self, run_context, run_values):
+    self.loss = run_values.results
+
+
+def _mlp():
+  return keras.Sequential([
+      keras.Input((32,)),
+      keras.layers.Dense(64, activation='relu'),
+      keras.layers.Dense(10),
+  ]), (32, 32)
+
+
+def _cnn():
+  return keras.Sequential([
+      keras.Input((32, 32, 3)),
+      keras.layers.Conv2D(32, 3, activation='relu'),
+      keras.layers.MaxPooling2D(),
+      keras.layers.Conv2D(64, 3, activation='relu'),
+      keras.layers.MaxPooling2D(),
+      keras.layers.Flatten(),
+      keras.layers.Dense(128, activation='relu'),
+      keras.layers.Dense(10),
+  ]), (128, 32, 32, 3)
+
+
+def make_step(model_fn):
+  """Returns a training step (python function) on fixed data, and its global step."""
+  model, input_shape = model_fn()
+  optimizer = keras.optimizers.SGD(0.01)
+  rng = np.random.default_rng(0)
+  images = tf.constant(rng.normal(size=input_shape).astype(np.float32))
+  labels = tf.constant(rng.integers(0, 10, size=input_shape[0]))
+  global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  def train_step():
+    with tf.GradientTape() as tape:
+      loss = loss_fn(labels, model(images, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    global_step.assign_add(1)
+    return {'loss': loss}
+
+  return train_step, global_step
+
+
+def _variants(model_fn):
+  """Builds each variant as a function running n steps."""
+  train_step, _ = make_step(model_fn)
+  plain_step = tf.function(train_step)
+
+  def plain(n):
+    for _ in range(n):
+      plain_step()
+
+  # Each session gets its own global step registered in TF's registry.
+  def session_variant(hooks_fn):
+    step, global_step = make_step(model_fn)
+    tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP, global_step)
+    sess = tfmon.train.MonitoredSession(hooks=hooks_fn())
+    train_op = tfmon.train.op(step)
+
+    def run(n):
+      for _ in range(n):
+        sess.run(train_op)
+    return run
+
+  return {
+      '(a) plain tf.function loop': plain,
+      '(b) MonitoredSession, no hooks': session_variant(lambda: []),
+      '(c) + StopAtStepHook, loss every step': session_variant(
+          lambda: [tfmon.train.StopAtStepHook(last_step=10**12), _FetchLossEveryStep()]),
+  }
+
+
+def measure(model_fn, rounds, steps):
+  variants = _variants(model_fn)
+  for run in variants.values():
+    run(max(5, steps // 10))  # trace and warm up
+  rates = {name: [] for name in variants}
+  for _ in range(rounds):
+    for name, run in variants.items():
+      start = time.perf_counter()
+      run(steps)
+      rates[name].append(steps / (time.perf_counter() - start))
+  baseline = rates['(a) plain tf.function loop']
+  return {
+      name: (statistics.median(r),
+             statistics.median(x / b for x, b in zip(r, baseline)))
+      for name, r in rates.items()
+  }
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--model', choices=['mlp', 'cnn', 'both'], default='both')
+  parser.add_argument('--rounds', type=int, default=7)
+  parser.add_argument('--steps', type=int, default=0,
+                      help='steps per round (default: 2000 for mlp, 20 for cnn)')
+  args = parser.parse_args()
+  models = {'mlp': (_mlp, 2000), 'cnn': (_cnn, 20)}
+  names = ['mlp', 'cnn'] if args.model == 'both' else [args.model]
+  for name in names:
+    model_fn, default_steps = models[name]
+    results = measure(model_fn, args.rounds, args.steps or default_steps)
+    print(f'{name}: median of {args.rounds} interleaved rounds')
+    for variant, (rate, ratio) in results.items():
+      print(f'  {variant:40s} {rate:9.1f} steps/s  {ratio:5.3f}x (a)')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,140 @@
+"""Feeds, and how often a call structure is traced."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmon
+from tfmon.session import RawSession
+
+
+class _TraceCounter:
+  """A step function whose Python body runs once per trace, and is counted."""
+
+  def __init__(self):
+    self.traces = 0
+
+  def __call__(self, x):
+    self.traces += 1
+    return {'y': x * 2.0}
+
+
+@pytest.fixture
+def sess():
+  return RawSession()
+
+
+def test_feeds_go_to_parameters_by_name(sess):
+  def scale(x, factor=3.0):
+    return x * factor
+
+  assert sess.run(scale, feed_dict={'x': 2.0}) == 6.0
+  assert sess.run(scale, feed_dict={'x': 2.0, 'factor': 0.5}) == 1.0
+
+
+def test_kwargs_step_receives_every_feed(sess):
+  def summed(**feeds):
+    return tf.add_n([tf.cast(v, tf.float32) for v in feeds.values()])
+
+  assert sess.run(summed, feed_dict={'a': 1.0, 'b': np.float32(2.0)}) == 3.0
+
+
+def test_new_feed_values_never_retrace(sess):
+  step = _TraceCounter()
+  results = [sess.run(step, feed_dict={'x': value})['y']
+             for value in (1.0, 2.0, np.float32(3.0), tf.constant(4.0))]
+  assert results == [2.0, 4.0, 6.0, 8.0]
+  assert step.traces == 1
+
+
+def test_a_changed_feed_shape_relaxes_once(sess):
+  step = _TraceCounter()
+  for rows in (4, 2, 5, 7, 4):
+    result = sess.run(step, feed_dict={'x': np.ones((rows, 3), np.float32)})
+    assert result['y'].shape == (rows, 3)
+  assert step.traces == 2  # (4, 3), then (None, 3) for every other batch size
+
+
+def test_steady_loop_with_periodic_hook_fetches_traces_twice():
+  step_calls = _TraceCounter()
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def train_step(x):
+    global_step.assign_add(1)
+    return step_calls(x)
+
+  class EveryTenSteps(tfmon.train.SessionRunHook):
+
+    def __init__(self):
+      self.values = []
+      self.iterations = 0
+
+    def before_run(self, run_context):
+      self.iterations += 1
+      if self.iterations % 10 == 0:
+        return tfmon.train.SessionRunArgs(['y', global_step])
+      return None
+
+    def after_run(self, run_context, run_values):
+      if run_values.results is not None:
+        self.values.append(run_values.results)
+
+  hook = EveryTenSteps()
+  with tfmon.train.MonitoredSession(hooks=[hook]) as session:
+    for i in range(1000):
+      session.run(tfmon.train.op(train_step), feed_dict={'x': float(i)})
+  assert step_calls.traces == 2
+  assert len(hook.values) == 100
+  assert hook.values[0] == [18.0, 9]  # step 10 ran x=9; global step read before it
+  assert hook.values[-1] == [2 * 999.0, 999]
+
+
+def test_feed_key_that_no_step_takes_names_the_parameters(sess):
+  def step(images, labels):
+    return images + labels
+
+  with pytest.raises(ValueError, match=r"feed_dict key 'lr' matches no parameter of "
+                     r"the step functions in this call \(parameters: \{'.*step': "
+                     r"\['images', 'labels'\]\}\)"):
+    sess.run(step, feed_dict={'images': 1.0, 'labels': 2.0, 'lr': 0.1})
+
+
+def test_feed_without_any_step_function(sess):
+  with pytest.raises(ValueError, match='no step function is fetched'):
+    sess.run('loss', feed_dict={'x': 1.0})
+
+
+def test_missing_required_parameter_says_how_to_feed_it(sess):
+  def step(images):
+    return images
+
+  with pytest.raises(ValueError, match=r"requires parameter 'images', but feed_dict "
+                     r"has no 'images' key"):
+    sess.run(step)
+
+
+def test_non_string_feed_key_is_rejected(sess):
+  with tf.Graph().as_default():
+    placeholder = tf.compat.v1.placeholder(tf.float32)
+  with pytest.raises(TypeError, match='tfmon feeds step functions by parameter name'):
+    sess.run(lambda: tf.constant(1.0), feed_dict={placeholder: 1.0})
+
+
+def test_unconvertible_feed_value_names_the_key(sess):
+  with pytest.raises(TypeError, match=r"feed_dict\['x'\] = <object .*> cannot be "
+                     'converted to a tensor'):
+    sess.run(lambda x: x, feed_dict={'x': object()})
+
+
+def test_a_failed_trace_is_not_cached(sess):
+  attempts = []
+
+  def step(x):
+    attempts.append(1)
+    if len(attempts) == 1:
+      raise RuntimeError('first trace fails')
+    return x
+
+  with pytest.raises(RuntimeError, match='first trace fails'):
+    sess.run(step, feed_dict={'x': 1.0})
+  assert sess.run(step, feed_dict={'x': 5.0}) == 5.0
