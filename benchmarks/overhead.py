@@ -9,7 +9,7 @@ only same-round ratios mean anything):
 Prints, per model, the median steps/sec of each variant and the median of the
 per-round ratios to (a).
 
-  python -m benchmarks.overhead [--model mlp|cnn|both] [--rounds 7] [--steps N]
+  python -m benchmarks.overhead [--model mlp|cnn|both] [--rounds N] [--steps N]
 """
 
 import argparse
@@ -112,10 +112,13 @@ def measure(model_fn, rounds, steps):
   for run in variants.values():
     run(max(5, steps // 10))  # trace and warm up
   rates = {name: [] for name in variants}
-  for _ in range(rounds):
-    for name, run in variants.items():
+  names = list(variants)
+  for round_index in range(rounds):
+    # Rotate the order so that no variant always runs first (or after another).
+    shift = round_index % len(names)
+    for name in names[shift:] + names[:shift]:
       start = time.perf_counter()
-      run(steps)
+      variants[name](steps)
       rates[name].append(steps / (time.perf_counter() - start))
   baseline = rates['(a) plain tf.function loop']
   return {
@@ -128,16 +131,19 @@ def measure(model_fn, rounds, steps):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--model', choices=['mlp', 'cnn', 'both'], default='both')
-  parser.add_argument('--rounds', type=int, default=7)
+  parser.add_argument('--rounds', type=int, default=0,
+                      help='interleaved rounds (default: 9 for mlp, 21 for cnn)')
   parser.add_argument('--steps', type=int, default=0,
-                      help='steps per round (default: 2000 for mlp, 20 for cnn)')
+                      help='steps per round (default: 2000 for mlp, 10 for cnn)')
   args = parser.parse_args()
-  models = {'mlp': (_mlp, 2000), 'cnn': (_cnn, 20)}
+  # Short CNN rounds keep each same-round comparison close in time.
+  models = {'mlp': (_mlp, 9, 2000), 'cnn': (_cnn, 21, 10)}
   names = ['mlp', 'cnn'] if args.model == 'both' else [args.model]
   for name in names:
-    model_fn, default_steps = models[name]
-    results = measure(model_fn, args.rounds, args.steps or default_steps)
-    print(f'{name}: median of {args.rounds} interleaved rounds')
+    model_fn, default_rounds, default_steps = models[name]
+    rounds = args.rounds or default_rounds
+    results = measure(model_fn, rounds, args.steps or default_steps)
+    print(f'{name}: median of {rounds} interleaved rounds')
     for variant, (rate, ratio) in results.items():
       print(f'  {variant:40s} {rate:9.1f} steps/s  {ratio:5.3f}x (a)')
 

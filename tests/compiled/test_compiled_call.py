@@ -1,5 +1,6 @@
-"""Feeds, and how often a call structure is traced."""
+"""Feeds, results, and how often a call structure is traced."""
 
+import collections
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -138,3 +139,12 @@ def test_a_failed_trace_is_not_cached(sess):
   with pytest.raises(RuntimeError, match='first trace fails'):
     sess.run(step, feed_dict={'x': 1.0})
   assert sess.run(step, feed_dict={'x': 5.0}) == 5.0
+
+
+def test_results_keep_the_structure_tf_nest_gives(sess):
+  Point = collections.namedtuple('Point', 'y x')
+  fetches = {'b': [1, (2, Point(3, 4))], 'a': {'z': 5, 'c': [6]}, 'n': None}
+  result = sess.run(fetches)
+  assert result == {'b': [1, (2, Point(3, 4))], 'a': {'z': 5, 'c': [6]}, 'n': None}
+  assert list(result) == ['b', 'a', 'n']  # the caller's key order
+  assert isinstance(result['b'][1][1], Point)
