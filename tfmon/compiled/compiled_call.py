@@ -36,6 +36,9 @@ def _value_to_numpy(value):
   return value.numpy() if isinstance(value, tf.Tensor) else np.asarray(value)
 
 
+_RECORD = {True: tf.constant(True), False: tf.constant(False)}
+
+
 def _flat_caller(concrete):
   """A fast way to call a concrete function with a flat list of tensors.
 
@@ -62,6 +65,7 @@ class CompiledCall:
     self.plan = plan
     self._function = tf.function(plan.body)
     self._callers = {}  # feed signature (dtype and shape per feed) -> flat caller
+    self._graphs = {}   # feed signature -> traced graph
     self._specs = None  # the feed specs traced last, relaxed across shapes
 
   def _caller_for(self, tensors, signature):
@@ -81,6 +85,7 @@ class CompiledCall:
       raise
     caller = _flat_caller(concrete)
     self._callers[signature] = caller
+    self._graphs[signature] = concrete.graph
     return caller
 
   def __call__(self, flat_fetches, feed_dict):
@@ -91,8 +96,14 @@ class CompiledCall:
     else:
       tensors = []
       signature = ()
+    summaries = self.plan.summaries and flat_fetches[self.plan.summaries_position]
+    if summaries:
+      tensors.append(_RECORD[bool(summaries.record)])
     caller = self._callers.get(signature) or self._caller_for(tensors, signature)
     outputs = caller(tensors)
+    if summaries and summaries.write_graph:
+      with summaries.writer.as_default():
+        tf.summary.graph(self._graphs[signature])
     results = []
     for position, index in enumerate(self.plan.layout):
       if index >= 0:

@@ -13,6 +13,10 @@ Python function that `CompiledCall` traces once into a `tf.function`:
   3. resolve names: keys of dicts returned in this call, then tensor names of the
      traced graph (how TF1 hooks found 'softmax_tensor').
 
+A `RecordSummaries` leaf (what SummarySaverHook fetches) makes `body` run under
+that hook's `tf.summary` writer, recording only when the call's boolean `record`
+input is true: one trace serves recording and non-recording steps.
+
 `body` is one step; a loop of several steps can call it inside a `tf.while_loop`
 without changing the plan (step fusion).
 """
@@ -27,7 +31,7 @@ import tensorflow as tf
 
 # Leaf kinds. A leaf's kind depends only on its Python type, so it is cached per
 # type and classifying a leaf on the hot path is one dict lookup.
-NONE, NAME, STEP, OP, VARIABLE, VALUE, INVALID = range(7)
+NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, INVALID = range(8)
 
 # Layout codes for leaves that are not outputs of the compiled call.
 LAYOUT_NONE = -1
@@ -75,7 +79,30 @@ def op(fn):
   return StepOp(fn)
 
 
-_kind_by_type = {type(None): NONE, str: NAME, StepOp: OP}
+class RecordSummaries:
+  """Fetch: run this call under `writer`, recording its tf.summary calls if `record`.
+
+  Summaries are stamped with the global step before the call plus one: the
+  post-step global step of a step that increments it by one, as v1's
+  SummarySaverHook stamped them. The leaf's result is None.
+
+  Args:
+    writer: A `tf.summary.SummaryWriter`.
+    record: Whether this call records.
+    global_step: The global step variable.
+    write_graph: Whether to write the call's graph (for TensorBoard's Graphs tab).
+  """
+
+  __slots__ = ('writer', 'record', 'global_step', 'write_graph')
+
+  def __init__(self, writer, record, global_step, write_graph=False):
+    self.writer = writer
+    self.record = record
+    self.global_step = global_step
+    self.write_graph = write_graph
+
+
+_kind_by_type = {type(None): NONE, str: NAME, StepOp: OP, RecordSummaries: SUMMARIES}
 
 
 def _is_variable(leaf):
@@ -109,6 +136,8 @@ def leaf_key(leaf):
     return VALUE  # values are returned as they are and never enter the call
   if kind is VARIABLE or kind is INVALID:
     return (kind, id(leaf))  # variables are unhashable; the plan keeps them alive
+  if kind is SUMMARIES:  # whether this call records is an input, not structure
+    return (kind, id(leaf.writer), id(leaf.global_step))
   if kind is STEP:
     try:
       hash(leaf)
@@ -249,12 +278,21 @@ class FetchPlan:
     self._variables = []
     self._steps = []
     self._names = []
+    self.summaries = None  # the RecordSummaries leaf of the call, if any
+    self.summaries_position = None
     step_index = {}       # step function -> index in self._steps
     returning_steps = []  # indices of steps whose results are fetched
     layout = []           # per leaf: (source, index) or a layout code
-    for leaf in flat_fetches:
+    for position, leaf in enumerate(flat_fetches):
       kind = leaf_kind(leaf)
       if kind is NONE:
+        layout.append(LAYOUT_NONE)
+      elif kind is SUMMARIES:
+        if self.summaries is not None and leaf_key(leaf) != leaf_key(self.summaries):
+          raise ValueError(
+              'Two summary writers asked to record the same call; a call records '
+              'into one writer. Give SummarySaverHooks the same output_dir.')
+        self.summaries, self.summaries_position = leaf, position
         layout.append(LAYOUT_NONE)
       elif kind is VALUE:
         if tf.is_symbolic_tensor(leaf):
@@ -326,9 +364,25 @@ class FetchPlan:
   def step_names(self):
     return [step.name for step in self._steps]
 
-  def body(self, *feed_values):
-    """Runs one step of this call structure; traced by CompiledCall."""
-    feeds = dict(zip(self.feed_keys, feed_values))
+  def body(self, *inputs):
+    """Runs one step of this call structure; traced by CompiledCall.
+
+    Args:
+      *inputs: The feed values in `feed_keys` order, then, if the call records
+        summaries, the boolean `record`.
+
+    Returns:
+      The outputs: variable values, results of fetched steps, named tensors.
+    """
+    feeds = dict(zip(self.feed_keys, inputs))
+    if self.summaries is None:
+      return self._run_step(feeds)
+    summaries = self.summaries
+    step = tf.cast(_read(summaries.global_step), tf.int64) + 1
+    with summaries.writer.as_default(step=step), tf.summary.record_if(inputs[-1]):
+      return self._run_step(feeds)
+
+  def _run_step(self, feeds):
     variable_values = [_read(v) for v in self._variables]
     results = []
     returned = {}

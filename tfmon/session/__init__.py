@@ -6,3 +6,4 @@ from tfmon.session.scaffold import Scaffold
 from tfmon.session.session_creator import (ChiefSessionCreator, SessionCreator,
                                            WorkerSessionCreator)
 from tfmon.session.step_context import StepContext
+from tfmon.session.training_session import MonitoredTrainingSession

@@ -1,4 +1,7 @@
-"""Scaffold: how a session initializes what the step functions use."""
+"""Scaffold: how a session initializes, checkpoints and summarizes what steps use."""
+
+from tfmon import checkpointing
+from tfmon import summaries
 
 
 def _check_callable(name, fn):
@@ -15,6 +18,9 @@ class Scaffold:
   first creation of the session that has no checkpoint to restore; `local_init_op`
   / `local_init_fn` run on every creation (fresh, restored or recovered).
 
+  The checkpoint is built on first use (by a session creator restoring, or by
+  CheckpointSaverHook saving), so it includes the global step created by then.
+
   Args:
     init_op: Fetches (SPEC section 2) run once at the first creation.
     init_feed_dict: Feeds for `init_op`.
@@ -22,14 +28,21 @@ class Scaffold:
     ready_op: Must be None: eager variables are always ready.
     ready_for_local_init_op: Must be None, for the same reason.
     local_init_op: Fetches run on every creation.
+    summary_op: A callable, or a list of callables, whose `tf.summary` calls
+      SummarySaverHook records on its trigger steps, besides the steps' own.
+    saver: Alias of `checkpoint`, for v1 code.
+    copy_from_scaffold: A Scaffold whose pieces fill those not given here.
     local_init_feed_dict: Feeds for `local_init_op`.
     local_init_fn: Called as `local_init_fn(scaffold, session)` on every creation.
-    copy_from_scaffold: A Scaffold whose pieces fill those not given here.
+    checkpoint: What checkpoints save and restore: a `tf.train.Checkpoint`, a
+      `tf.train.CheckpointManager` (whose directory and file name then win) or a
+      dict of trackables. The global step is always added.
 
   Raises:
     TypeError: a function that is not callable, or a `copy_from_scaffold` that
       is not a Scaffold.
-    ValueError: a `ready_op` or `ready_for_local_init_op`.
+    ValueError: a `ready_op` or `ready_for_local_init_op`, or both `saver` and
+      `checkpoint`.
   """
 
   def __init__(self,
@@ -39,15 +52,21 @@ class Scaffold:
                ready_op=None,
                ready_for_local_init_op=None,
                local_init_op=None,
+               summary_op=None,
+               saver=None,
                copy_from_scaffold=None,
                local_init_feed_dict=None,
-               local_init_fn=None):
+               local_init_fn=None,
+               checkpoint=None):
     for name, value in (('ready_op', ready_op),
                         ('ready_for_local_init_op', ready_for_local_init_op)):
       if value is not None:
         raise ValueError(
             f'Scaffold {name}={value!r} cannot be used: eager variables are '
             f'initialized when created, so there is no readiness to check. Drop {name}.')
+    if saver is not None and checkpoint is not None:
+      raise ValueError('Scaffold takes saver or checkpoint (its alias), not both.')
+    checkpoint = checkpoint if checkpoint is not None else saver
     if copy_from_scaffold is not None:
       if not isinstance(copy_from_scaffold, Scaffold):
         raise TypeError('copy_from_scaffold is not a Scaffold instance.')
@@ -59,17 +78,40 @@ class Scaffold:
       local_init_feed_dict = (local_init_feed_dict or
                               copy_from_scaffold.local_init_feed_dict)
       local_init_fn = local_init_fn or copy_from_scaffold._user_local_init_fn  # pylint: disable=protected-access
+      summary_op = summary_op if summary_op is not None else copy_from_scaffold.summary_op
+      checkpoint = (checkpoint if checkpoint is not None
+                    else copy_from_scaffold._checkpoint_arg)  # pylint: disable=protected-access
     _check_callable('init_fn', init_fn)
     _check_callable('local_init_fn', local_init_fn)
     self.init_op = init_op
     self.init_feed_dict = init_feed_dict
     self.local_init_op = local_init_op
     self.local_init_feed_dict = local_init_feed_dict
+    self.summary_op = summary_op
+    self.summary_ops = summaries.summary_ops(summary_op)
     self._user_init_fn = init_fn
     self._user_local_init_fn = local_init_fn
+    checkpointing.check_checkpoint_arg(checkpoint)
+    self._checkpoint_arg = checkpoint
+    self._checkpoint = None
+    self._checkpoint_manager = None
 
   def finalize(self):
     """Kept for v1 code that calls it: an eager program has no graph to finalize."""
+
+  @property
+  def checkpoint(self):
+    """The `tf.train.Checkpoint` to save and restore, built on first use."""
+    if self._checkpoint is None:
+      self._checkpoint, self._checkpoint_manager = checkpointing.as_checkpoint(
+          self._checkpoint_arg)
+    return self._checkpoint
+
+  @property
+  def checkpoint_manager(self):
+    """The `tf.train.CheckpointManager` given as `checkpoint`, or None."""
+    _ = self.checkpoint
+    return self._checkpoint_manager
 
   def initialize(self, session):
     """Runs `init_op` then `init_fn`: once, when there is no checkpoint to restore."""

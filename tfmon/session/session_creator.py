@@ -1,8 +1,9 @@
-"""Session creators: build the RawSession and initialize what it runs."""
+"""Session creators: build the RawSession, then restore or initialize what it runs."""
 
 from absl import logging
 import tensorflow as tf
 
+from tfmon import checkpointing
 from tfmon.session.raw_session import RawSession
 from tfmon.session.scaffold import Scaffold
 
@@ -29,26 +30,39 @@ def _warn_unused(master, config):
 
 
 class ChiefSessionCreator(SessionCreator):
-  """Creates a session that initializes the model (v1's chief).
+  """Creates a session that restores or initializes the model (v1's chief).
+
+  Every creation (the first, and each recovery) restores the latest checkpoint in
+  `checkpoint_dir` (or `checkpoint_filename_with_path`) when there is one. With
+  nothing to restore, the scaffold's `init_op` / `init_fn` run on the first
+  creation only: eager variables keep their values across a recovery. Then the
+  scaffold's local init runs.
 
   Args:
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
     config: Ignored, with a warning: use `tf.config`.
+    checkpoint_dir: A directory to restore the latest checkpoint from.
+    checkpoint_filename_with_path: A checkpoint to restore (wins over the directory).
   """
 
-  def __init__(self, scaffold=None, master='', config=None):
+  def __init__(self, scaffold=None, master='', config=None, checkpoint_dir=None,
+               checkpoint_filename_with_path=None):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
-    # Eager variables keep their values when the session is re-created after a
-    # preemption, so initialization runs on the first creation only.
+    self._checkpoint_dir = checkpoint_dir
+    self._checkpoint_filename_with_path = checkpoint_filename_with_path
     self._initialized = False
 
   def create_session(self):
     session = RawSession()
-    if not self._initialized:
+    path = checkpointing.latest_checkpoint_path(
+        self._checkpoint_dir, self._checkpoint_filename_with_path)
+    if path:
+      checkpointing.restore(self._scaffold.checkpoint, path)
+    elif not self._initialized:
       self._scaffold.initialize(session)
-      self._initialized = True
+    self._initialized = True
     self._scaffold.local_initialize(session)
     return session
 
@@ -61,14 +75,20 @@ class WorkerSessionCreator(SessionCreator):
     master: Ignored, with a warning: tfmon runs in this process.
     config: Ignored, with a warning: use `tf.config`.
     max_wait_secs: Accepted for v1 compatibility: eager variables never wait.
+    checkpoint_dir: A directory whose latest checkpoint, if any, is restored.
   """
 
-  def __init__(self, scaffold=None, master='', config=None, max_wait_secs=30 * 60):
+  def __init__(self, scaffold=None, master='', config=None, max_wait_secs=30 * 60,
+               checkpoint_dir=None):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
     del max_wait_secs
+    self._checkpoint_dir = checkpoint_dir
 
   def create_session(self):
     session = RawSession()
+    path = checkpointing.latest_checkpoint_path(self._checkpoint_dir)
+    if path:
+      checkpointing.restore(self._scaffold.checkpoint, path)
     self._scaffold.local_initialize(session)
     return session

@@ -1,0 +1,215 @@
+"""CheckpointSaverHook: when it saves, what it writes, and resuming from it."""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmon
+from tests.training import Job, forget_global_step
+
+
+def _checkpoint_steps(directory):
+  state = tf.train.get_checkpoint_state(directory)
+  return [int(path.rsplit('-', 1)[-1]) for path in state.all_model_checkpoint_paths]
+
+
+def test_saves_at_creation_on_its_timer_and_at_end(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  Job().train(25, checkpoint_dir=str(tmp_path), save_checkpoint_steps=10,
+              save_summaries_steps=None, log_step_count_steps=None, max_to_keep=None)
+  assert _checkpoint_steps(tmp_path) == [0, 10, 20, 25]
+  assert tf.train.latest_checkpoint(tmp_path) == os.path.join(tmp_path, 'model.ckpt-25')
+  for step in (0, 10, 20, 25):
+    assert os.path.exists(tmp_path / f'model.ckpt-{step}.index')
+    assert os.path.exists(tmp_path / f'model.ckpt-{step}.data-00000-of-00001')
+  assert f'Saving checkpoints for 10 into {tmp_path}/model.ckpt.' in caplog.text
+
+
+def test_max_to_keep_deletes_older_checkpoints(tmp_path):
+  Job().train(40, checkpoint_dir=str(tmp_path), save_checkpoint_steps=10,
+              save_summaries_steps=None, log_step_count_steps=None, max_to_keep=2)
+  assert _checkpoint_steps(tmp_path) == [30, 40]
+  assert not os.path.exists(tmp_path / 'model.ckpt-10.index')
+
+
+def test_checkpoint_holds_model_optimizer_and_global_step(tmp_path):
+  job = Job()
+  job.train(5, checkpoint_dir=str(tmp_path), save_checkpoint_steps=5,
+            save_summaries_steps=None, log_step_count_steps=None)
+  reader = tf.train.load_checkpoint(str(tmp_path))
+  saved = [reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+           if name != '_CHECKPOINTABLE_OBJECT_GRAPH']
+  assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == 5
+  # Keras 3 saves a model variable once, under its shortest path (often the
+  # optimizer's): check by value that every model and optimizer variable is there.
+  for variable in job.model.variables + job.optimizer.variables:
+    value = variable.numpy()
+    assert any(s.shape == value.shape and np.array_equal(s, value)
+               for s in saved), variable.path
+
+
+class _VariablesAtCreation(tfmon.train.SessionRunHook):
+
+  def __init__(self, job):
+    self._job = job
+
+  def after_create_session(self, session, coord):
+    self.step = int(self._job.global_step.numpy())
+    self.variables = self._job.variables()
+
+
+def _assert_all_equal(actual, expected):
+  assert len(actual) == len(expected)
+  for i, (a, e) in enumerate(zip(actual, expected)):
+    np.testing.assert_array_equal(a, e, err_msg=f'variable {i}')
+
+
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
+  no_summaries = dict(save_summaries_steps=None, log_step_count_steps=None)
+  uninterrupted = Job()
+  uninterrupted.train(60, **no_summaries)
+
+  forget_global_step()
+  first = Job()
+  first.train(30, checkpoint_dir=str(tmp_path), save_checkpoint_steps=100,
+              **no_summaries)
+  assert _checkpoint_steps(tmp_path) == [0, 30]
+
+  forget_global_step()
+  resumed = Job(init_seed=1)  # other initial values: all of them must come from disk
+  at_creation = _VariablesAtCreation(resumed)
+  resumed.train(60, checkpoint_dir=str(tmp_path), save_checkpoint_steps=100,
+                hooks=[at_creation], **no_summaries)
+  assert at_creation.step == 30
+  _assert_all_equal(at_creation.variables, first.variables())
+  assert resumed.global_step.numpy() == 60
+  _assert_all_equal(resumed.variables(), uninterrupted.variables())
+
+
+def test_restore_logs_the_path_and_rerunning_a_finished_job_does_nothing(
+    tmp_path, caplog):
+  Job().train(10, checkpoint_dir=str(tmp_path), save_checkpoint_steps=5,
+              save_summaries_steps=None, log_step_count_steps=None)
+  forget_global_step()
+  caplog.set_level(logging.INFO)
+  losses = Job().train(10, checkpoint_dir=str(tmp_path), save_checkpoint_steps=5,
+                       save_summaries_steps=None, log_step_count_steps=None)
+  assert losses == []
+  assert f'Restoring parameters from {tmp_path}/model.ckpt-10' in caplog.text
+  assert 'Saving checkpoints' not in caplog.text  # step 10 is already on disk
+  assert _checkpoint_steps(tmp_path) == [0, 5, 10]
+
+
+class RecordingListener(tfmon.train.CheckpointSaverListener):
+
+  def __init__(self, stop_after_step=None):
+    self.calls = []
+    self._stop_after_step = stop_after_step
+
+  def begin(self):
+    self.calls.append('begin')
+
+  def before_save(self, session, global_step_value):
+    self.calls.append(('before_save', global_step_value))
+
+  def after_save(self, session, global_step_value):
+    self.calls.append(('after_save', global_step_value))
+    return global_step_value == self._stop_after_step
+
+  def end(self, session, global_step_value):
+    self.calls.append(('end', global_step_value))
+
+
+def test_listeners_see_every_save_and_can_stop_training(tmp_path):
+  job = Job()
+  listener = RecordingListener(stop_after_step=6)
+  hook = tfmon.train.CheckpointSaverHook(
+      str(tmp_path), save_steps=3, saver=job.checkpoint, listeners=[listener])
+  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(job.step))
+  assert job.global_step.numpy() == 6
+  assert listener.calls == [
+      'begin', ('before_save', 0), ('after_save', 0), ('before_save', 3),
+      ('after_save', 3), ('before_save', 6), ('after_save', 6), ('end', 6)]
+
+
+def test_a_checkpoint_manager_keeps_its_own_directory_and_name(tmp_path):
+  job = Job()
+  manager = tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=job.model), str(tmp_path / 'own'), max_to_keep=3,
+      checkpoint_name='weights')
+  job_hook = tfmon.train.CheckpointSaverHook(str(tmp_path / 'ignored'), save_steps=2,
+                                             saver=manager)
+  with tfmon.train.MonitoredSession(
+      hooks=[job_hook, tfmon.train.StopAtStepHook(last_step=4)]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(job.step))
+  assert tf.train.latest_checkpoint(tmp_path / 'own') == str(tmp_path / 'own/weights-4')
+  assert not os.path.exists(tmp_path / 'ignored')
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint_and_says_what_failed(tmp_path):
+  # A directory where the step-20 index file must go makes that write fail
+  # after the step's data file was written.
+  os.makedirs(tmp_path / 'model.ckpt-20.index')
+  job = Job()
+  with pytest.raises(RuntimeError, match=r'Saving checkpoint for step 20 into .*'
+                     r'model.ckpt-20 failed: .*Is a directory.*the latest checkpoint '
+                     r'is still .*model.ckpt-10'):
+    job.train(30, checkpoint_dir=str(tmp_path), save_checkpoint_steps=10,
+              save_summaries_steps=None, log_step_count_steps=None)
+  assert tf.train.latest_checkpoint(tmp_path) == str(tmp_path / 'model.ckpt-10')
+  assert not os.path.exists(tmp_path / 'model.ckpt-20.data-00000-of-00001')
+  assert not os.path.exists(tmp_path / 'model.ckpt-20_temp')
+  forget_global_step()
+  restored = Job(init_seed=1)
+  tfmon.train.ChiefSessionCreator(
+      scaffold=tfmon.train.Scaffold(checkpoint=restored.checkpoint),
+      checkpoint_dir=str(tmp_path)).create_session()
+  assert restored.global_step.numpy() == 10
+
+
+def test_only_the_global_step_is_saved_with_a_warning(tmp_path, caplog):
+  job = Job()
+  hook = tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1)
+  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+    sess.run(tfmon.train.op(job.step))
+  assert 'Checkpoints will hold only the global step' in caplog.text
+  assert "checkpoint={'model': model, 'optimizer': optimizer}" in caplog.text
+  names = tf.train.load_checkpoint(str(tmp_path)).get_variable_to_shape_map()
+  assert 'global_step/.ATTRIBUTES/VARIABLE_VALUE' in names
+
+
+def test_bad_arguments_fail_at_construction(tmp_path):
+  tfmon.train.get_or_create_global_step()
+  with pytest.raises(ValueError, match='^You cannot provide both saver and scaffold.$'):
+    tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1, saver={},
+                                    scaffold=tfmon.train.Scaffold())
+  with pytest.raises(ValueError, match='^Can not provide both every_secs and '
+                     'every_steps.$'):
+    tfmon.train.CheckpointSaverHook(str(tmp_path), save_secs=1, save_steps=1)
+  with pytest.raises(ValueError, match='^Either every_secs or every_steps should be '
+                     'provided.$'):
+    tfmon.train.CheckpointSaverHook(str(tmp_path))
+  with pytest.raises(TypeError, match=r"saver\['model'\] = 3 of type int cannot be "
+                     'checkpointed'):
+    tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1, saver={'model': 3})
+  with pytest.raises(TypeError, match="saver='model' of type str cannot be "
+                     'checkpointed'):
+    tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1, saver='model')
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_is_refused(tmp_path):
+  Job().train(2, checkpoint_dir=str(tmp_path), save_checkpoint_steps=1,
+              save_summaries_steps=None, log_step_count_steps=None)
+  forget_global_step()
+  other = tf.Variable(tf.zeros([7]))
+  scaffold = tfmon.train.Scaffold(checkpoint={'model': tf.Module(), 'x': other})
+  tfmon.train.get_or_create_global_step()
+  with pytest.raises(ValueError, match='does not fit what this session restores'):
+    tfmon.train.ChiefSessionCreator(
+        scaffold=scaffold, checkpoint_dir=str(tmp_path)).create_session()

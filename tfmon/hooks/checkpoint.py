@@ -1,0 +1,127 @@
+"""CheckpointSaverHook and CheckpointSaverListener, on tf.train.CheckpointManager."""
+
+from absl import logging
+import tensorflow as tf
+
+from tfmon import checkpointing
+from tfmon import global_step as global_step_lib
+from tfmon.hook_api import SessionRunArgs, SessionRunHook
+
+# TensorFlow's own class: listeners written for TF1 work unchanged.
+CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
+
+
+class CheckpointSaverHook(SessionRunHook):
+  """Saves checkpoints every N steps or seconds, as v1's.
+
+  Saves when the session is created (unless the latest checkpoint already holds
+  that global step, as after a restore: re-writing it could only damage it), on
+  its timer, and at `end` when the last step was not saved. Files are
+  `<checkpoint_dir>/<checkpoint_basename>-<step>.index/.data-*` and the
+  `checkpoint` state file, written by `tf.train.CheckpointManager`. A listener
+  whose `after_save` returns True stops training.
+
+  Args:
+    checkpoint_dir: Directory for the checkpoints.
+    save_secs: Save every N seconds.
+    save_steps: Save every N steps.
+    saver: What to save: a `tf.train.Checkpoint`, a `tf.train.CheckpointManager`
+      (whose directory and file name then win) or a dict of trackables.
+    checkpoint_basename: The checkpoint file name.
+    scaffold: A `Scaffold` whose `checkpoint` is saved.
+    listeners: `CheckpointSaverListener`s.
+    save_graph_def: Accepted for v1 compatibility: SummarySaverHook writes the
+      graph of the compiled step for TensorBoard.
+    max_to_keep: Checkpoints kept (TF2 only; None keeps all).
+    keep_checkpoint_every_n_hours: Also keep one checkpoint every N hours (TF2 only).
+
+  Raises:
+    ValueError: both `saver` and `scaffold`, or not exactly one of `save_secs`
+      and `save_steps`.
+  """
+
+  def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, saver=None,
+               checkpoint_basename='model.ckpt', scaffold=None, listeners=None,
+               save_graph_def=True, max_to_keep=5, keep_checkpoint_every_n_hours=None):
+    del save_graph_def
+    logging.info('Create CheckpointSaverHook.')
+    if saver is not None and scaffold is not None:
+      raise ValueError('You cannot provide both saver and scaffold.')
+    checkpointing.check_checkpoint_arg(saver, 'saver')
+    if not checkpoint_dir and not isinstance(saver, tf.train.CheckpointManager):
+      raise ValueError('CheckpointSaverHook needs a checkpoint_dir (or a '
+                       'tf.train.CheckpointManager as saver).')
+    self._saver = saver
+    self._scaffold = scaffold
+    self._checkpoint_dir = checkpoint_dir
+    self._checkpoint_basename = checkpoint_basename
+    self._max_to_keep = max_to_keep
+    self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+    self._timer = tf.compat.v1.train.SecondOrStepTimer(
+        every_secs=save_secs, every_steps=save_steps)
+    self._listeners = listeners or []
+    self._writer = None
+
+  def begin(self):
+    self._global_step_tensor = global_step_lib.require_global_step(
+        'CheckpointSaverHook')
+    for listener in self._listeners:
+      listener.begin()
+
+  def _checkpoint_writer(self):
+    # Built at the first save, after the session creator finalized the scaffold
+    # and every hook's begin() could still add to the model.
+    if self._writer is None:
+      if self._scaffold is not None:
+        checkpoint = self._scaffold.checkpoint
+        manager = self._scaffold.checkpoint_manager
+      else:
+        checkpoint, manager = checkpointing.as_checkpoint(self._saver, 'saver')
+      self._writer = checkpointing.CheckpointWriter(
+          checkpoint, manager, directory=self._checkpoint_dir,
+          basename=self._checkpoint_basename, max_to_keep=self._max_to_keep,
+          keep_checkpoint_every_n_hours=self._keep_checkpoint_every_n_hours)
+    return self._writer
+
+  def after_create_session(self, session, coord):
+    global_step = int(session.run(self._global_step_tensor))
+    if self._checkpoint_writer().latest_step_saved() != global_step:
+      self._save(session, global_step)
+    self._timer.update_last_triggered_step(global_step)
+
+  def before_run(self, run_context):
+    return SessionRunArgs(self._global_step_tensor)
+
+  def after_run(self, run_context, run_values):
+    stale_global_step = run_values.results
+    if self._timer.should_trigger_for_step(stale_global_step + 1):
+      # The fetched value is from before the step: read the real one.
+      global_step = int(run_context.session.run(self._global_step_tensor))
+      if self._timer.should_trigger_for_step(global_step):
+        self._timer.update_last_triggered_step(global_step)
+        if self._save(run_context.session, global_step):
+          run_context.request_stop()
+
+  def end(self, session):
+    last_step = int(session.run(self._global_step_tensor))
+    if last_step != self._timer.last_triggered_step():
+      self._save(session, last_step)
+    for listener in self._listeners:
+      listener.end(session, last_step)
+
+  def _save(self, session, step):
+    """Saves the checkpoint for `step`; returns True if a listener asks to stop."""
+    writer = self._checkpoint_writer()
+    logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
+    for listener in self._listeners:
+      listener.before_save(session, step)
+    logging.info('Saving checkpoints for %d into %s.', step, writer.save_path)
+    writer.save(step)
+    logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
+    should_stop = False
+    for listener in self._listeners:
+      if listener.after_save(session, step):
+        logging.info('A CheckpointSaverListener requested that training be stopped. '
+                     'listener: %s', listener)
+        should_stop = True
+    return should_stop

@@ -1,0 +1,156 @@
+"""SummarySaverHook and StepCounterHook: TensorBoard event files via tf.summary."""
+
+from absl import logging
+import tensorflow as tf
+
+from tfmon import global_step as global_step_lib
+from tfmon import summaries
+from tfmon.compiled.fetch_plan import RecordSummaries, op
+from tfmon.hook_api import SessionRunArgs, SessionRunHook
+
+
+def _writer(summary_writer, output_dir, hook_name):
+  if summary_writer is not None:
+    if not isinstance(summary_writer, tf.summary.SummaryWriter):
+      raise TypeError(f'{hook_name} summary_writer must be a tf.summary.SummaryWriter '
+                      f'(tf.summary.create_file_writer(dir)); got {summary_writer!r}.')
+    return summary_writer
+  if output_dir:
+    return summaries.writer_for(output_dir)
+  return None
+
+
+class SummarySaverHook(SessionRunHook):
+  """Records the steps' `tf.summary` calls every N steps or seconds.
+
+  The summaries are the `tf.summary.*` calls made inside step functions, plus
+  `summary_op` (a callable or list of callables, or the scaffold's). The session
+  traces its calls once under this hook's writer with `tf.summary.record_if` fed
+  true only on trigger runs: no retrace, and non-trigger runs skip the summary ops.
+  As v1, the first run records, then the timer decides, and summaries carry the
+  post-step global step. The first call's graph is written for TensorBoard.
+
+  Args:
+    save_steps: Save every N steps.
+    save_secs: Save every N seconds.
+    output_dir: Directory for the event files (one writer per directory is shared).
+    summary_writer: A `tf.summary.SummaryWriter`, instead of `output_dir`.
+    scaffold: A `Scaffold` whose `summary_op` is recorded too.
+    summary_op: A callable or list of callables with extra `tf.summary` calls,
+      run after the caller's steps on trigger runs only.
+
+  Raises:
+    ValueError: both `scaffold` and `summary_op`; neither `output_dir` nor
+      `summary_writer`; not exactly one of `save_steps` and `save_secs`.
+  """
+
+  def __init__(self, save_steps=None, save_secs=None, output_dir=None,
+               summary_writer=None, scaffold=None, summary_op=None):
+    if scaffold is not None and summary_op is not None:
+      raise ValueError('Exactly one of scaffold or summary_op must be provided.')
+    if output_dir is None and summary_writer is None:
+      raise ValueError('SummarySaverHook needs output_dir or summary_writer: where '
+                       'should the summaries go?')
+    self._summary_ops = summaries.summary_ops(summary_op)
+    self._scaffold = scaffold
+    self._writer = _writer(summary_writer, output_dir, 'SummarySaverHook')
+    self._timer = tf.compat.v1.train.SecondOrStepTimer(
+        every_secs=save_secs, every_steps=save_steps)
+
+  def begin(self):
+    self._global_step_tensor = global_step_lib.require_global_step('SummarySaverHook')
+    self._next_step = None
+    self._timer.reset()
+    if self._scaffold is not None:
+      self._summary_ops = self._scaffold.summary_ops
+    self._summary_op_fetches = [op(fn) for fn in self._summary_ops]
+
+  def before_run(self, run_context):
+    self._request_summary = (
+        self._next_step is None or self._timer.should_trigger_for_step(self._next_step))
+    requests = {
+        'global_step': self._global_step_tensor,
+        'summaries': RecordSummaries(self._writer, self._request_summary,
+                                     self._global_step_tensor,
+                                     write_graph=self._next_step is None),
+    }
+    if self._request_summary and self._summary_op_fetches:
+      requests['summary_op'] = self._summary_op_fetches
+    return SessionRunArgs(requests)
+
+  def after_run(self, run_context, run_values):
+    global_step = int(run_values.results['global_step']) + 1
+    if self._next_step is None or self._request_summary:
+      global_step = int(run_context.session.run(self._global_step_tensor))
+    if self._request_summary:
+      self._timer.update_last_triggered_step(global_step)
+    self._next_step = global_step + 1
+
+  def end(self, session):
+    self._writer.flush()
+
+
+class StepCounterHook(SessionRunHook):
+  """Logs and records `global_step/sec` every N steps or seconds, as v1's.
+
+  Also warns (five times at most) when the global step does not increase.
+
+  Args:
+    every_n_steps: Count every N steps.
+    every_n_secs: Count every N seconds.
+    output_dir: Directory for the `global_step/sec` scalar.
+    summary_writer: A `tf.summary.SummaryWriter`, instead of `output_dir`.
+
+  Raises:
+    ValueError: not exactly one of `every_n_steps` and `every_n_secs`.
+  """
+
+  def __init__(self, every_n_steps=100, every_n_secs=None, output_dir=None,
+               summary_writer=None):
+    if (every_n_steps is None) == (every_n_secs is None):
+      raise ValueError(
+          'exactly one of every_n_steps and every_n_secs should be provided.')
+    self._timer = tf.compat.v1.train.SecondOrStepTimer(
+        every_steps=every_n_steps, every_secs=every_n_secs)
+    self._writer = _writer(summary_writer, output_dir, 'StepCounterHook')
+
+  def begin(self):
+    self._global_step_tensor = global_step_lib.require_global_step('StepCounterHook')
+    self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
+    self._last_global_step = None
+    self._timer.reset()
+
+  def before_run(self, run_context):
+    return SessionRunArgs(self._global_step_tensor)
+
+  def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+    steps_per_sec = elapsed_steps / elapsed_time
+    if self._writer is not None:
+      with self._writer.as_default():
+        tf.summary.scalar(self._summary_tag, steps_per_sec, step=global_step)
+    logging.info('%s: %g', self._summary_tag, steps_per_sec)
+
+  def after_run(self, run_context, run_values):
+    stale_global_step = int(run_values.results)
+    if self._timer.should_trigger_for_step(stale_global_step + 1):
+      global_step = int(run_context.session.run(self._global_step_tensor))
+      if self._timer.should_trigger_for_step(global_step):
+        elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(
+            global_step)
+        if elapsed_time is not None:
+          self._log_and_record(elapsed_steps, elapsed_time, global_step)
+    # Compare with the value seen last run rather than the timer's step, which
+    # may hold another reading.
+    if stale_global_step == self._last_global_step:
+      logging.log_first_n(
+          logging.WARNING,
+          'It seems that global step (tf.train.get_global_step) has not been '
+          'increased. Current value (could be stable): %s vs previous value: %s. '
+          'You could increase the global step by calling '
+          'global_step.assign_add(1) in your step function.', 5,
+          stale_global_step, self._last_global_step)
+    self._last_global_step = stale_global_step
+
+  def end(self, session):
+    if self._writer is not None:
+      self._writer.flush()

@@ -1,0 +1,123 @@
+"""MonitoredTrainingSession: a MonitoredSession with v1's default training hooks."""
+
+from absl import logging
+
+from tfmon.hooks.checkpoint import CheckpointSaverHook
+from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
+from tfmon.session.monitored_session import MonitoredSession, check_hooks
+from tfmon.session.scaffold import Scaffold
+from tfmon.session.session_creator import ChiefSessionCreator, WorkerSessionCreator
+
+# Sentinel: v1 tells "not given" apart from None (None turns a duty off).
+USE_DEFAULT = object()
+
+
+def _default_timers(steps, secs, default_steps, default_secs):
+  """v1's rule: neither given gives the defaults; one given turns the other off."""
+  if steps is USE_DEFAULT and secs is USE_DEFAULT:
+    return default_steps, default_secs
+  return (None if steps is USE_DEFAULT else steps,
+          None if secs is USE_DEFAULT else secs)
+
+
+def MonitoredTrainingSession(  # pylint: disable=invalid-name
+    master='',
+    is_chief=True,
+    checkpoint_dir=None,
+    scaffold=None,
+    hooks=None,
+    chief_only_hooks=None,
+    save_checkpoint_secs=USE_DEFAULT,
+    save_summaries_steps=USE_DEFAULT,
+    save_summaries_secs=USE_DEFAULT,
+    config=None,
+    stop_grace_period_secs=120,
+    log_step_count_steps=100,
+    max_wait_secs=7200,
+    save_checkpoint_steps=USE_DEFAULT,
+    summary_dir=None,
+    save_graph_def=True,
+    checkpoint=None,
+    max_to_keep=5,
+    keep_checkpoint_every_n_hours=None):
+  """Creates a `MonitoredSession` for training, with v1's arguments and hooks.
+
+  The chief restores the latest checkpoint in `checkpoint_dir` (else runs the
+  scaffold's init) and gets the default hooks, in v1's order: `chief_only_hooks`,
+  StepCounterHook, SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker
+  (`is_chief=False`) restores from `checkpoint_dir` too and gets only `hooks`.
+
+  Args:
+    master: Ignored, with a warning: tfmon runs in this process.
+    is_chief: Whether this process initializes, checkpoints and writes summaries.
+    checkpoint_dir: Where checkpoints are restored from and saved to.
+    scaffold: A `Scaffold`.
+    hooks: `SessionRunHook`s for every process.
+    chief_only_hooks: `SessionRunHook`s for the chief only.
+    save_checkpoint_secs: Checkpoint every N seconds (default 600 unless
+      `save_checkpoint_steps` is given; None or 0 turns it off).
+    save_summaries_steps: Summaries every N steps (default 100 unless
+      `save_summaries_secs` is given).
+    save_summaries_secs: Summaries every N seconds.
+    config: Ignored, with a warning: use `tf.config`.
+    stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
+    log_step_count_steps: StepCounterHook frequency (None or 0 turns it off).
+    max_wait_secs: Accepted for v1 compatibility.
+    save_checkpoint_steps: Checkpoint every N steps.
+    summary_dir: Where summaries go (default: `checkpoint_dir`).
+    save_graph_def: Accepted for v1 compatibility.
+    checkpoint: What checkpoints hold (TF2 only): a `tf.train.Checkpoint`, a
+      `tf.train.CheckpointManager` or a dict of trackables such as
+      `{'model': model, 'optimizer': optimizer}`. The global step is always in.
+    max_to_keep: Checkpoints kept (TF2 only).
+    keep_checkpoint_every_n_hours: Also keep one checkpoint every N hours (TF2 only).
+
+  Returns:
+    A `MonitoredSession`.
+
+  Raises:
+    RuntimeError: with default hooks but no global step.
+    TypeError, ValueError: for bad hooks, scaffold or checkpoint arguments.
+  """
+  save_summaries_steps, save_summaries_secs = _default_timers(
+      save_summaries_steps, save_summaries_secs, 100, None)
+  save_checkpoint_steps, save_checkpoint_secs = _default_timers(
+      save_checkpoint_steps, save_checkpoint_secs, None, 600)
+  hooks = check_hooks(hooks, 'hooks')
+  chief_only_hooks = check_hooks(chief_only_hooks, 'chief_only_hooks')
+  if scaffold is not None and checkpoint is not None:
+    scaffold = Scaffold(copy_from_scaffold=scaffold, checkpoint=checkpoint)
+  scaffold = scaffold or Scaffold(checkpoint=checkpoint)
+
+  if not is_chief:
+    session_creator = WorkerSessionCreator(
+        scaffold=scaffold, master=master, config=config,
+        max_wait_secs=max_wait_secs, checkpoint_dir=checkpoint_dir)
+    return MonitoredSession(session_creator=session_creator, hooks=hooks,
+                            stop_grace_period_secs=stop_grace_period_secs)
+
+  all_hooks = list(chief_only_hooks)
+  summary_dir = summary_dir or checkpoint_dir
+  save_summaries = bool(save_summaries_steps or save_summaries_secs)
+  save_checkpoints = bool(checkpoint_dir and
+                          (save_checkpoint_steps or save_checkpoint_secs))
+  if summary_dir:
+    if log_step_count_steps and log_step_count_steps > 0:
+      all_hooks.append(StepCounterHook(output_dir=summary_dir,
+                                       every_n_steps=log_step_count_steps))
+    if save_summaries:
+      all_hooks.append(SummarySaverHook(
+          scaffold=scaffold, save_steps=save_summaries_steps,
+          save_secs=save_summaries_secs, output_dir=summary_dir))
+  if save_checkpoints:
+    all_hooks.append(CheckpointSaverHook(
+        checkpoint_dir, save_steps=save_checkpoint_steps,
+        save_secs=save_checkpoint_secs, scaffold=scaffold,
+        save_graph_def=save_graph_def, max_to_keep=max_to_keep,
+        keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours))
+  all_hooks.extend(hooks)
+  logging.info('all_hooks %r', all_hooks)
+  session_creator = ChiefSessionCreator(
+      scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config)
+  return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
+                          stop_grace_period_secs=stop_grace_period_secs)
