@@ -4,7 +4,9 @@ Variants, run interleaved in one process (the machines are shared and noisy, so
 only same-round ratios mean anything):
   (a) a plain Python loop calling the tf.function step;
   (b) MonitoredSession with no hooks, running `op(step)`;
-  (c) MonitoredSession with StopAtStepHook and a hook fetching the loss every step.
+  (c) MonitoredSession with StopAtStepHook and a hook fetching the loss every step;
+  (d) MonitoredTrainingSession with its default hooks (checkpoint every 1,000
+      steps, summaries every 100, step counter every 100) and StopAtStepHook.
 
 Prints, per model, the median steps/sec of each variant and the median of the
 per-round ratios to (a).
@@ -15,6 +17,7 @@ per-round ratios to (a).
 import argparse
 import os
 import statistics
+import tempfile
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -57,7 +60,8 @@ def _cnn():
 
 
 def make_step(model_fn):
-  """Returns a training step (python function) on fixed data, and its global step."""
+  """Returns a training step (python function) on fixed data, its global step and
+  what a checkpoint of it holds."""
   model, input_shape = model_fn()
   optimizer = keras.optimizers.SGD(0.01)
   rng = np.random.default_rng(0)
@@ -71,15 +75,16 @@ def make_step(model_fn):
       loss = loss_fn(labels, model(images, training=True))
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    tf.summary.scalar('loss', loss)  # a no-op without a default writer, as in (a)
     global_step.assign_add(1)
     return {'loss': loss}
 
-  return train_step, global_step
+  return train_step, global_step, {'model': model, 'optimizer': optimizer}
 
 
 def _variants(model_fn):
   """Builds each variant as a function running n steps."""
-  train_step, _ = make_step(model_fn)
+  train_step, _, _ = make_step(model_fn)
   plain_step = tf.function(train_step)
 
   def plain(n):
@@ -87,11 +92,11 @@ def _variants(model_fn):
       plain_step()
 
   # Each session gets its own global step registered in TF's registry.
-  def session_variant(hooks_fn):
-    step, global_step = make_step(model_fn)
+  def session_variant(make_session):
+    step, global_step, checkpoint = make_step(model_fn)
     tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP, global_step)
-    sess = tfmon.train.MonitoredSession(hooks=hooks_fn())
+    sess = make_session(checkpoint)
     train_op = tfmon.train.op(step)
 
     def run(n):
@@ -99,11 +104,21 @@ def _variants(model_fn):
         sess.run(train_op)
     return run
 
+  def training_session(checkpoint):
+    return tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=tempfile.mkdtemp(prefix='tfmon_overhead_'),
+        checkpoint=checkpoint, save_checkpoint_steps=1000, save_summaries_steps=100,
+        log_step_count_steps=100,
+        hooks=[tfmon.train.StopAtStepHook(last_step=10**12)])
+
   return {
       '(a) plain tf.function loop': plain,
-      '(b) MonitoredSession, no hooks': session_variant(lambda: []),
+      '(b) MonitoredSession, no hooks': session_variant(
+          lambda _: tfmon.train.MonitoredSession()),
       '(c) + StopAtStepHook, loss every step': session_variant(
-          lambda: [tfmon.train.StopAtStepHook(last_step=10**12), _FetchLossEveryStep()]),
+          lambda _: tfmon.train.MonitoredSession(hooks=[
+              tfmon.train.StopAtStepHook(last_step=10**12), _FetchLossEveryStep()])),
+      '(d) MonitoredTrainingSession defaults': session_variant(training_session),
   }
 
 

@@ -100,14 +100,14 @@ class CompiledCall:
     if summaries:
       tensors.append(_RECORD[bool(summaries.record)])
     caller = self._callers.get(signature) or self._caller_for(tensors, signature)
-    outputs = caller(tensors)
+    outputs = [_to_numpy(output) for output in caller(tensors)]
     if summaries and summaries.write_graph:
       with summaries.writer.as_default():
         tf.summary.graph(self._graphs[signature])
     results = []
     for position, index in enumerate(self.plan.layout):
       if index >= 0:
-        results.append(_to_numpy(outputs[index]))
+        results.append(outputs[index])  # each output converted once, however often fetched
       elif index == fetch_plan.LAYOUT_NONE:
         results.append(None)
       else:
@@ -134,6 +134,8 @@ def _pack(structure, flat_results):
     if node_type is dict:
       packed = {key: pack(node[key]) for key in sorted(node)}
       return {key: packed[key] for key in node}
+    if node_type in fetch_plan.LEAF_TYPES:
+      return next(results)
     if isinstance(node, tuple) and hasattr(node_type, '_fields'):
       return node_type(*(pack(child) for child in node))
     if tf.nest.is_nested(node):

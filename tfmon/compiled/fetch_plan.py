@@ -105,6 +105,10 @@ class RecordSummaries:
 _kind_by_type = {type(None): NONE, str: NAME, StepOp: OP, RecordSummaries: SUMMARIES}
 
 
+# Every type met as a fetch leaf so far (a live view: it grows with leaf_kind).
+LEAF_TYPES = _kind_by_type.keys()
+
+
 def _is_variable(leaf):
   if isinstance(leaf, tf.Variable):
     return True

@@ -1,0 +1,99 @@
+"""SummarySaverHook and StepCounterHook, read back with TensorBoard's own reader."""
+
+import logging
+
+import pytest
+import tensorflow as tf
+
+import tfmon
+from tests.event_files import events as _events, steps as _steps, values as _values
+from tests.training import Job
+
+
+class _TracedLosses(Job):
+  """The Job, counting traces of its step and keeping every loss by global step."""
+
+  def __init__(self):
+    super().__init__()
+    self.traces = 0
+
+  def step(self):
+    self.traces += 1
+    return super().step()
+
+
+def test_records_first_run_then_every_n_steps_with_post_step_global_step(tmp_path):
+  job = _TracedLosses()
+  hook = tfmon.train.SummarySaverHook(save_steps=2, output_dir=str(tmp_path))
+  losses = {}
+  with tfmon.train.MonitoredSession(
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=8)]) as sess:
+    while not sess.should_stop():
+      step = int(job.global_step.numpy()) + 1
+      losses[step] = float(sess.run(job.step)['loss'])
+  events = _events(tmp_path)
+  assert _steps(events, 'loss') == [1, 3, 5, 7]
+  assert _values(events, 'loss') == pytest.approx([losses[s] for s in (1, 3, 5, 7)])
+  assert job.traces == 1  # recording and non-recording runs share one trace
+  assert events.Tags()['graph']  # the compiled step, for the Graphs tab
+
+
+def test_summary_op_callables_are_recorded_on_trigger_steps(tmp_path):
+  job = Job()
+  summary_op = lambda: tf.summary.scalar('bias_mean', tf.reduce_mean(  # pylint: disable=g-long-lambda
+      job.model.layers[-1].bias))
+  hook = tfmon.train.SummarySaverHook(save_steps=3, output_dir=str(tmp_path),
+                                      summary_op=summary_op)
+  with tfmon.train.MonitoredSession(
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=7)]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(job.step))
+  events = _events(tmp_path)
+  assert _steps(events, 'bias_mean') == [1, 4, 7]
+  assert _steps(events, 'loss') == [1, 4, 7]
+  assert _values(events, 'bias_mean')[-1] == pytest.approx(
+      float(tf.reduce_mean(job.model.layers[-1].bias)))
+
+
+def test_summary_saver_argument_errors(tmp_path):
+  with pytest.raises(ValueError, match='^Exactly one of scaffold or summary_op must '
+                     'be provided.$'):
+    tfmon.train.SummarySaverHook(save_steps=1, output_dir=str(tmp_path),
+                                 scaffold=tfmon.train.Scaffold(),
+                                 summary_op=lambda: None)
+  with pytest.raises(ValueError, match='needs output_dir or summary_writer'):
+    tfmon.train.SummarySaverHook(save_steps=1)
+  with pytest.raises(TypeError, match='summary_op 3 is not callable'):
+    tfmon.train.SummarySaverHook(save_steps=1, output_dir=str(tmp_path), summary_op=3)
+  with pytest.raises(TypeError, match='must be a tf.summary.SummaryWriter'):
+    tfmon.train.SummarySaverHook(save_steps=1, summary_writer=str(tmp_path))
+
+
+def test_step_counter_records_and_logs_global_step_per_sec(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  job = Job()
+  hook = tfmon.train.StepCounterHook(every_n_steps=5, output_dir=str(tmp_path))
+  with tfmon.train.MonitoredSession(
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=12)]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(job.step))
+  events = _events(tmp_path)
+  assert _steps(events, 'global_step/sec') == [6, 11]  # v1: the first run starts the clock
+  assert all(rate > 0 for rate in _values(events, 'global_step/sec'))
+  assert caplog.text.count('global_step/sec: ') == 2
+
+
+def test_step_counter_warns_when_the_global_step_does_not_increase(caplog):
+  tfmon.train.get_or_create_global_step()
+  with tfmon.train.MonitoredSession(
+      hooks=[tfmon.train.StepCounterHook(every_n_steps=100)]) as sess:
+    for _ in range(3):
+      sess.run(lambda: tf.constant(0))
+  assert 'It seems that global step (tf.train.get_global_step) has not been ' \
+         'increased. Current value (could be stable): 0 vs previous value: 0' in caplog.text
+
+
+def test_step_counter_argument_errors():
+  with pytest.raises(ValueError, match='^exactly one of every_n_steps and '
+                     'every_n_secs should be provided.$'):
+    tfmon.train.StepCounterHook(every_n_steps=None, every_n_secs=None)
