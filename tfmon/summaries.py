@@ -28,10 +28,3 @@ def summary_ops(summary_op):
           'whose tf.summary calls are traced into the compiled call, e.g. '
           "summary_op=lambda: tf.summary.histogram('weights', model.kernel).")
   return ops
-
-
-def clear():
-  """Flushes and forgets every cached writer (v1's SummaryWriterCache.clear)."""
-  for writer in _writers.values():
-    writer.close()
-  _writers.clear()

@@ -213,3 +213,24 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_refused(tmp_path):
   with pytest.raises(ValueError, match='does not fit what this session restores'):
     tfmon.train.ChiefSessionCreator(
         scaffold=scaffold, checkpoint_dir=str(tmp_path)).create_session()
+
+
+def test_keep_checkpoint_every_n_hours_keeps_files_past_max_to_keep(tmp_path):
+  Job().train(6, checkpoint_dir=str(tmp_path), save_checkpoint_steps=2,
+              save_summaries_steps=None, log_step_count_steps=None, max_to_keep=1,
+              keep_checkpoint_every_n_hours=1e-9)  # every checkpoint is "hours" old
+  assert _checkpoint_steps(tmp_path) == [6]
+  for step in (0, 2, 4, 6):
+    assert os.path.exists(tmp_path / f'model.ckpt-{step}.index')
+
+
+def test_a_tf_train_checkpoint_gets_the_global_step_added(tmp_path):
+  job = Job()
+  checkpoint = tf.train.Checkpoint(model=job.model)
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), checkpoint=checkpoint, save_checkpoint_steps=1,
+      log_step_count_steps=None, save_summaries_steps=None) as sess:
+    sess.run(tfmon.train.op(job.step))
+  reader = tf.train.load_checkpoint(str(tmp_path))
+  assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == 1
+  assert checkpoint.global_step is job.global_step

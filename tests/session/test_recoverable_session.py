@@ -84,3 +84,26 @@ def test_other_errors_propagate_without_recovery():
       sess.run(lambda: tf.constant(1))
     assert sess.run(lambda: tf.constant(2)) == 2  # still usable
   assert len(hook.sessions) == 1
+
+
+def test_recovery_restores_the_latest_checkpoint(tmp_path):
+  global_step = tfmon.train.get_or_create_global_step()
+  weight = tf.Variable(1.0)
+
+  def step():
+    weight.assign_add(1.0)
+    global_step.assign_add(1)
+    return weight.read_value()
+
+  hook = PreemptOnce(tf.errors.AbortedError(None, None, 'preempted'), at_run=3)
+  saver = tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=2,
+                                          saver={'weight': weight})
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), checkpoint={'weight': weight},
+      save_checkpoint_secs=None, log_step_count_steps=None,
+      save_summaries_steps=None, hooks=[saver, hook]) as sess:
+    assert [sess.run(step) for _ in range(2)] == [2.0, 3.0]
+    # Run 3 trains to 4.0 and is preempted: recovery restores step 2 (3.0).
+    assert sess.run(step) == 4.0
+  assert global_step.numpy() == 3
+  assert len(hook.sessions) == 2

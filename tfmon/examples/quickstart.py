@@ -1,14 +1,18 @@
-r"""Quickstart: a small model trained under MonitoredSession with hooks at work.
+r"""Quickstart: a small model trained under MonitoredTrainingSession, hooks at work.
 
-Trains a 2-layer classifier on synthetic data read with tf.data, with
-StopAtStepHook ending the run at --max_steps and a custom hook (written exactly as
-for tf.compat.v1.train) logging the loss and the global step every --log_every
-steps, without reading anything on the other steps.
+Trains a 2-layer classifier on synthetic data read with tf.data. The session's
+default hooks checkpoint to --train_dir and write TensorBoard summaries there;
+StopAtStepHook ends the run at --max_steps; a custom hook (written exactly as for
+tf.compat.v1.train) logs the loss every --log_every steps without reading anything
+on the other steps. Run it again with a larger --max_steps and it resumes from
+the last checkpoint.
 
-  python -m tfmon.examples.quickstart [--max_steps=300] [--log_every=50]
+  python -m tfmon.examples.quickstart [--train_dir=DIR] [--max_steps=300]
+  tensorboard --logdir DIR
 """
 
 import os
+import tempfile
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -22,6 +26,9 @@ import tensorflow as tf
 
 import tfmon
 
+_TRAIN_DIR = flags.DEFINE_string(
+    'train_dir', os.path.join(tempfile.gettempdir(), 'tfmon_quickstart'),
+    'Where checkpoints and summaries go.')
 _MAX_STEPS = flags.DEFINE_integer('max_steps', 300, 'Global step at which training stops.')
 _LOG_EVERY = flags.DEFINE_integer('log_every', 50, 'Log the loss every this many steps.')
 _BATCH_SIZE = flags.DEFINE_integer('batch_size', 64, 'Examples per step.')
@@ -69,7 +76,7 @@ def synthetic_dataset(batch_size, seed=0):
           .shuffle(4096, seed=seed).repeat().batch(batch_size))
 
 
-def train(max_steps, log_every, batch_size=64):
+def train(train_dir, max_steps, log_every, batch_size=64):
   """Trains until the global step reaches `max_steps`; returns the logger hook."""
   keras.utils.set_random_seed(0)
   global_step = tfmon.train.get_or_create_global_step()
@@ -92,21 +99,29 @@ def train(max_steps, log_every, batch_size=64):
     global_step.assign_add(1)
     predictions = tf.argmax(logits, axis=1, output_type=labels.dtype)
     accuracy = tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
+    tf.summary.scalar('loss', loss)  # recorded on SummarySaverHook's steps only
+    tf.summary.scalar('accuracy', accuracy)
     return {'loss': loss, 'accuracy': accuracy}
 
   logger = LossLoggerHook(log_every)
   hooks = [tfmon.train.StopAtStepHook(last_step=max_steps), logger]
-  with tfmon.train.MonitoredSession(hooks=hooks) as sess:
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=train_dir,
+      checkpoint={'model': model, 'optimizer': optimizer},
+      save_checkpoint_steps=100, save_summaries_steps=10,
+      log_step_count_steps=100, hooks=hooks) as sess:
     while not sess.should_stop():
       sess.run(tfmon.train.op(train_step))  # results stay on the device
-  logging.info('Done: global step %d.', int(global_step.numpy()))
+  logging.info('Done: global step %d. Checkpoints and summaries are in %s; view '
+               'them with: tensorboard --logdir %s', int(global_step.numpy()),
+               train_dir, train_dir)
   return logger
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.INFO)
-  train(_MAX_STEPS.value, _LOG_EVERY.value, _BATCH_SIZE.value)
+  train(_TRAIN_DIR.value, _MAX_STEPS.value, _LOG_EVERY.value, _BATCH_SIZE.value)
 
 
 if __name__ == '__main__':

@@ -20,6 +20,15 @@ def _check_scaffold(scaffold):
   return scaffold
 
 
+def _restore_latest(scaffold, checkpoint_dir, checkpoint_filename_with_path=None):
+  """Restores the scaffold's checkpoint from the latest on disk; True if it did."""
+  path = checkpointing.latest_checkpoint_path(checkpoint_dir,
+                                              checkpoint_filename_with_path)
+  if path:
+    checkpointing.restore(scaffold.checkpoint, path)
+  return bool(path)
+
+
 def _warn_unused(master, config):
   if master:
     logging.warning(
@@ -56,11 +65,9 @@ class ChiefSessionCreator(SessionCreator):
 
   def create_session(self):
     session = RawSession()
-    path = checkpointing.latest_checkpoint_path(
-        self._checkpoint_dir, self._checkpoint_filename_with_path)
-    if path:
-      checkpointing.restore(self._scaffold.checkpoint, path)
-    elif not self._initialized:
+    restored = _restore_latest(self._scaffold, self._checkpoint_dir,
+                               self._checkpoint_filename_with_path)
+    if not restored and not self._initialized:
       self._scaffold.initialize(session)
     self._initialized = True
     self._scaffold.local_initialize(session)
@@ -87,8 +94,6 @@ class WorkerSessionCreator(SessionCreator):
 
   def create_session(self):
     session = RawSession()
-    path = checkpointing.latest_checkpoint_path(self._checkpoint_dir)
-    if path:
-      checkpointing.restore(self._scaffold.checkpoint, path)
+    _restore_latest(self._scaffold, self._checkpoint_dir)
     self._scaffold.local_initialize(session)
     return session
