@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tfmon.compiled import fetch_plan
 
+
 def _feed_tensor(key, value):
   if isinstance(value, tf.Tensor):
     if tf.is_symbolic_tensor(value):

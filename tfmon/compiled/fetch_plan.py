@@ -136,13 +136,13 @@ def leaf_kind(leaf):
 def leaf_key(leaf):
   """The part of the cache key of a call that this leaf contributes."""
   kind = leaf_kind(leaf)
-  if kind is VALUE:
+  if kind == VALUE:
     return VALUE  # values are returned as they are and never enter the call
-  if kind is VARIABLE or kind is INVALID:
+  if kind == VARIABLE or kind == INVALID:
     return (kind, id(leaf))  # variables are unhashable; the plan keeps them alive
-  if kind is SUMMARIES:  # whether this call records is an input, not structure
+  if kind == SUMMARIES:  # whether this call records is an input, not structure
     return (kind, id(leaf.writer), id(leaf.global_step))
-  if kind is STEP:
+  if kind == STEP:
     try:
       hash(leaf)
     except TypeError:
@@ -289,38 +289,38 @@ class FetchPlan:
     layout = []           # per leaf: (source, index) or a layout code
     for position, leaf in enumerate(flat_fetches):
       kind = leaf_kind(leaf)
-      if kind is NONE:
+      if kind == NONE:
         layout.append(LAYOUT_NONE)
-      elif kind is SUMMARIES:
+      elif kind == SUMMARIES:
         if self.summaries is not None and leaf_key(leaf) != leaf_key(self.summaries):
           raise ValueError(
               'Two summary writers asked to record the same call; a call records '
               'into one writer. Give SummarySaverHooks the same output_dir.')
         self.summaries, self.summaries_position = leaf, position
         layout.append(LAYOUT_NONE)
-      elif kind is VALUE:
+      elif kind == VALUE:
         if tf.is_symbolic_tensor(leaf):
           raise TypeError(
               f'Fetch {leaf!r} is a graph tensor. tfmon runs eagerly: fetch the '
               'step function that computes it, or its name.')
         layout.append(LAYOUT_VALUE)
-      elif kind is VARIABLE:
+      elif kind == VARIABLE:
         index = next((i for i, v in enumerate(self._variables) if v is leaf), None)
         if index is None:
           index = len(self._variables)
           self._variables.append(leaf)
         layout.append((VARIABLE, index))
-      elif kind is NAME:
+      elif kind == NAME:
         if leaf not in self._names:
           self._names.append(leaf)
         layout.append((NAME, self._names.index(leaf)))
-      elif kind is STEP or kind is OP:
-        fn = leaf.fn if kind is OP else leaf
+      elif kind == STEP or kind == OP:
+        fn = leaf.fn if kind == OP else leaf
         key = leaf_key(fn)
         if key not in step_index:
           step_index[key] = len(self._steps)
           self._steps.append(_StepFunction(fn))
-        if kind is OP:
+        if kind == OP:
           layout.append(LAYOUT_NONE)
         else:
           if step_index[key] not in returning_steps:
