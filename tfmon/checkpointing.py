@@ -1,9 +1,15 @@
 """Checkpointing on tf.train.Checkpoint and tf.train.CheckpointManager.
 
 What Scaffold's `checkpoint` (alias `saver`) takes becomes one `tf.train.Checkpoint`
-that always holds the global step; `restore_latest` restores it at session creation
-and `CheckpointWriter` saves it with v1's file names, never leaving a half-written
+that always holds the global step; `restore` restores it at session creation and
+`CheckpointWriter` saves it with v1's file names, never leaving a half-written
 checkpoint where the `checkpoint` state file points.
+
+A tf.data iterator in the checkpoint (`{'model': m, 'optimizer': o, 'iterator':
+iter(dataset)}`) is saved with its position, shuffle buffer and random state, so a
+resumed run continues with the next unseen batch (Estimator's
+CheckpointInputPipelineHook, for any tf.data pipeline). Distributed iterators
+cannot be checkpointed by TensorFlow and are refused with a message.
 """
 
 import os
@@ -26,11 +32,20 @@ def check_checkpoint_arg(value, arg_name='checkpoint'):
     return
   if isinstance(value, dict):
     for key, trackable in value.items():
+      if isinstance(trackable, tf.distribute.DistributedIterator):
+        raise TypeError(
+            f'{arg_name}[{key!r}] is a distributed iterator, which TensorFlow cannot '
+            'checkpoint (iterators of strategy.experimental_distribute_dataset or '
+            'distribute_datasets_from_function are not trackable). Leave it out '
+            'and, on resume, skip what was consumed before distributing: '
+            'dataset.skip(batches_seen), or checkpoint iter(dataset) of the '
+            'undistributed dataset instead.')
       if not isinstance(trackable, tf.__internal__.tracking.Trackable):
         raise TypeError(
             f'{arg_name}[{key!r}] = {trackable!r} of type {type(trackable).__name__} '
             'cannot be checkpointed: the values of a checkpoint dict are trackables '
-            '(Keras models and optimizers, tf.Module, tf.Variable, tf.data iterators).')
+            '(Keras models and optimizers, tf.Module, tf.Variable, and tf.data '
+            'iterators made by iter(dataset); a Python generator or iterator is not).')
     return
   raise TypeError(
       f'{arg_name}={value!r} of type {type(value).__name__} cannot be '
