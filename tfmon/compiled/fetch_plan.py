@@ -209,6 +209,7 @@ class _StepFunction:
     return tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
 
 
+@tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
 def _as_output(value, step_name):
   """A step's returned leaf as a traced tensor, or None."""
   if value is None or isinstance(value, tf.Tensor):
@@ -225,6 +226,7 @@ def _as_output(value, step_name):
       'tensors, numbers, numpy values or None, alone or in lists, tuples and dicts.')
 
 
+@tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
 def _read(variable):
   if isinstance(variable, tf.Variable):
     return variable.read_value()
@@ -234,6 +236,7 @@ def _read(variable):
 _OP_TYPE_SUFFIX = r'(_\d+)?'
 
 
+@tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
 def _user_named_tensors(graph, limit=20):
   """Tensor names in `graph` that someone chose (not TF's op-type defaults)."""
   names = []
@@ -249,6 +252,7 @@ def _user_named_tensors(graph, limit=20):
   return names
 
 
+@tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
 def _resolve_name(name, returned):
   if name in returned:
     return returned[name]

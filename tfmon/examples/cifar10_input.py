@@ -1,0 +1,181 @@
+"""CIFAR-10 input with tf.data: the official files, or an embedded synthetic stand-in.
+
+Reads either official format from a directory:
+  - binary: `cifar-10-batches-bin/data_batch_{1..5}.bin`, `test_batch.bin`
+    (records of 1 label byte + 3,072 image bytes, channel-major);
+  - python: `cifar-10-batches-py/data_batch_{1..5}`, `test_batch` (pickled dicts
+    with b'data' and b'labels'), as Keras' dataset cache keeps it.
+The files may also sit directly in the directory. With no directory given, Keras'
+cache (~/.keras/datasets) is looked at; with nothing found, a synthetic
+CIFAR-shaped dataset with learnable structure is generated, so the example never
+needs the network.
+"""
+
+import os
+import pickle
+
+import numpy as np
+import tensorflow as tf
+
+IMAGE_SIZE = 32
+CROP_SIZE = 24  # the TF1 tutorial trained on random 24x24 crops
+NUM_CLASSES = 10
+_RECORD_BYTES = 1 + IMAGE_SIZE * IMAGE_SIZE * 3
+_BINARY_FILES = {'train': [f'data_batch_{i}.bin' for i in range(1, 6)],
+                 'test': ['test_batch.bin']}
+_PYTHON_FILES = {'train': [f'data_batch_{i}' for i in range(1, 6)],
+                 'test': ['test_batch']}
+_EXPECTED = ('the official CIFAR-10 binary files (cifar-10-batches-bin/data_batch_1.bin '
+             '... test_batch.bin) or python files (cifar-10-batches-py/data_batch_1 '
+             '... test_batch)')
+
+
+class CifarData:
+  """Where the data came from, and its train and test splits as numpy arrays.
+
+  Attributes:
+    source: A description for the log ('binary files in DIR', 'synthetic', ...).
+    train: (images uint8 [N, 32, 32, 3], labels int64 [N]).
+    test: The same for the test split.
+  """
+
+  def __init__(self, source, train, test):
+    self.source = source
+    self.train = train
+    self.test = test
+
+
+def _find(directory, names):
+  for folder in (directory, os.path.join(directory, 'cifar-10-batches-bin'),
+                 os.path.join(directory, 'cifar-10-batches-py')):
+    paths = [os.path.join(folder, name) for name in names]
+    if all(os.path.isfile(p) for p in paths):
+      return paths
+  return None
+
+
+def _read_binary(path):
+  size = os.path.getsize(path)
+  if size == 0 or size % _RECORD_BYTES:
+    raise ValueError(
+        f'{path} is not a CIFAR-10 binary batch: its size ({size} bytes) is not a '
+        f'multiple of {_RECORD_BYTES} (1 label byte + 3072 image bytes); the file '
+        f'may be truncated. Expected {_EXPECTED}.')
+  records = np.fromfile(path, np.uint8).reshape(-1, _RECORD_BYTES)
+  images = records[:, 1:].reshape(-1, 3, IMAGE_SIZE, IMAGE_SIZE).transpose(0, 2, 3, 1)
+  return images, records[:, 0].astype(np.int64)
+
+
+def _read_python(path):
+  try:
+    with open(path, 'rb') as f:
+      batch = pickle.load(f, encoding='bytes')
+    data = np.asarray(batch[b'data'], np.uint8).reshape(-1, 3, IMAGE_SIZE, IMAGE_SIZE)
+    labels = np.asarray(batch[b'labels'], np.int64)
+  except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as e:
+    raise ValueError(
+        f'{path} is not a CIFAR-10 python batch ({type(e).__name__}: {e}); the file '
+        f'may be truncated. Expected {_EXPECTED}.') from None
+  if len(data) != len(labels):
+    raise ValueError(f'{path} has {len(data)} images but {len(labels)} labels. '
+                     f'Expected {_EXPECTED}.')
+  return data.transpose(0, 2, 3, 1), labels
+
+
+def _read_split(paths, reader):
+  parts = [reader(p) for p in paths]
+  return (np.concatenate([images for images, _ in parts]),
+          np.concatenate([labels for _, labels in parts]))
+
+
+def synthetic(num_train=10000, num_test=1000, seed=0):
+  """CIFAR-shaped data a CNN can learn: a smooth pattern per class, plus noise.
+
+  Each class has a template of low-frequency colour blobs; each image is its
+  class template, shifted by a few pixels, with pixel noise, as uint8.
+  """
+  rng = np.random.default_rng(seed)
+  coarse = rng.uniform(0, 255, size=(NUM_CLASSES, 4, 4, 3))
+  templates = coarse.repeat(8, axis=1).repeat(8, axis=2)  # 32x32 blobs
+
+  def make(count):
+    labels = rng.integers(0, NUM_CLASSES, size=count)
+    shifts = rng.integers(-3, 4, size=(count, 2))
+    images = np.stack([np.roll(templates[label], tuple(shift), axis=(0, 1))
+                       for label, shift in zip(labels, shifts)])
+    images = images + rng.normal(scale=48.0, size=images.shape)
+    return np.clip(images, 0, 255).astype(np.uint8), labels.astype(np.int64)
+
+  return CifarData('synthetic CIFAR-shaped data (no CIFAR-10 files found)',
+                   make(num_train), make(num_test))
+
+
+def load(data_dir=None):
+  """Loads CIFAR-10 from `data_dir` (or Keras' cache), else synthetic data.
+
+  Args:
+    data_dir: A directory holding either official format, or None.
+
+  Returns:
+    A `CifarData`.
+
+  Raises:
+    ValueError: `data_dir` does not exist, holds neither format, or a file in it
+      is truncated or malformed (the message names the file).
+  """
+  if data_dir:
+    if not os.path.isdir(data_dir):
+      raise ValueError(f'--data_dir {data_dir} is not a directory. Expected it to '
+                       f'hold {_EXPECTED}.')
+    directories = [data_dir]
+  else:
+    directories = [os.path.join(os.path.expanduser('~'), '.keras', 'datasets')]
+  for directory in directories:
+    for files, reader, kind in ((_BINARY_FILES, _read_binary, 'binary'),
+                                (_PYTHON_FILES, _read_python, 'python')):
+      train_paths = _find(directory, files['train'])
+      test_paths = _find(directory, files['test'])
+      if train_paths and test_paths:
+        return CifarData(f'CIFAR-10 {kind} files in {os.path.dirname(train_paths[0])}',
+                         _read_split(train_paths, reader),
+                         _read_split(test_paths, reader))
+  if data_dir:
+    raise ValueError(f'--data_dir {data_dir} holds no CIFAR-10 data. Expected '
+                     f'{_EXPECTED}.')
+  return synthetic()
+
+
+def _standardize(image):
+  return tf.image.per_image_standardization(image)
+
+
+def train_dataset(data, batch_size, seed=0):
+  """Shuffled, augmented training batches, repeated forever (the tutorial's input)."""
+  images, labels = data.train
+
+  def augment(image, label):
+    image = tf.image.random_crop(tf.cast(image, tf.float32), [CROP_SIZE, CROP_SIZE, 3])
+    image = tf.image.random_flip_left_right(image)
+    return _standardize(image), label
+
+  return (tf.data.Dataset.from_tensor_slices((images, labels))
+          .shuffle(len(labels), seed=seed).repeat()
+          .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(batch_size, drop_remainder=True)
+          .prefetch(tf.data.AUTOTUNE))
+
+
+def eval_dataset(data, batch_size, max_examples=None):
+  """Centre-cropped, standardized test batches, one pass."""
+  images, labels = data.test
+  if max_examples:
+    images, labels = images[:max_examples], labels[:max_examples]
+
+  def crop(image, label):
+    image = tf.image.resize_with_crop_or_pad(tf.cast(image, tf.float32),
+                                             CROP_SIZE, CROP_SIZE)
+    return _standardize(image), label
+
+  return (tf.data.Dataset.from_tensor_slices((images, labels))
+          .map(crop, num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(batch_size))
