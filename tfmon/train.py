@@ -7,7 +7,9 @@ from tfmon.global_step import (create_global_step, get_global_step,
                                get_or_create_global_step, global_step)
 from tfmon.hook_api import (SessionRunArgs, SessionRunContext, SessionRunHook,
                             SessionRunValues)
-from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener,
+from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener, FeedFnHook,
+                         FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
+                         NanLossDuringTrainingError, NanTensorHook, ProfilerHook,
                          StepCounterHook, StopAtStepHook, SummarySaverHook)
 from tfmon.session import (ChiefSessionCreator, MonitoredSession,
                            MonitoredTrainingSession, Scaffold, SessionCreator,
@@ -18,6 +20,8 @@ SecondOrStepTimer = tf.compat.v1.train.SecondOrStepTimer
 
 __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'ChiefSessionCreator',
+    'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook', 'LoggingTensorHook',
+    'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook',
     'MonitoredSession', 'MonitoredTrainingSession', 'Scaffold', 'SecondOrStepTimer',
     'SessionCreator', 'SessionRunArgs', 'SessionRunContext', 'SessionRunHook',
     'SessionRunValues', 'SingularMonitoredSession', 'StepCounterHook',

@@ -150,6 +150,35 @@ def leaf_key(leaf):
   return leaf
 
 
+def check_fetches(fetches, arg_name):
+  """Raises TypeError, naming `arg_name`, if a leaf of `fetches` is not fetchable.
+
+  What `run` can fetch is SPEC section 2; this checks it when a hook is built,
+  rather than at the first run that would fetch it (which, for FinalOpsHook, is
+  the end of training).
+
+  Args:
+    fetches: A nest of fetch leaves.
+    arg_name: How the caller names `fetches` in the message, e.g.
+      "LoggingTensorHook tensors['loss']".
+
+  Raises:
+    TypeError: if a leaf is neither a step function, `op(fn)`, a variable, a
+      name, a tensor or numpy value, nor None; or is a graph tensor.
+  """
+  for leaf in tf.nest.flatten(fetches):
+    kind = leaf_kind(leaf)
+    if kind == VALUE and tf.is_symbolic_tensor(leaf):
+      raise TypeError(
+          f'{arg_name} is the graph tensor {leaf!r}. tfmon runs eagerly: give the '
+          'step function that computes it, or its name.')
+    if kind in (INVALID, SUMMARIES):
+      raise TypeError(
+          f'{arg_name} holds {leaf!r} of type {type(leaf).__name__}, which run() '
+          'cannot fetch. Give a tensor name (str), a step function (a callable), a '
+          'tf.Variable, a tensor or numpy value, alone or in lists, tuples and dicts.')
+
+
 def describe(fn):
   return getattr(fn, '__qualname__', None) or getattr(fn, '__name__', None) or repr(fn)
 

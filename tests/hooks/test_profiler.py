@@ -1,0 +1,183 @@
+"""ProfilerHook: a TF2 profiler trace per triggered step, for TensorBoard."""
+
+import logging
+import os
+
+import pytest
+import tensorflow as tf
+# The XSpace proto the profiler writes (and TensorBoard's profile plugin reads).
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+import tfmon
+from tfmon.hooks.profiler import ProfilerHook
+
+
+@pytest.fixture(autouse=True)
+def _no_profiler_left_running():
+  """Keeps a test that fails mid-trace from failing the next test's start()."""
+  yield
+  try:
+    tf.profiler.experimental.stop(save=False)
+  except tf.errors.UnavailableError:
+    pass
+
+
+def _step():
+  """A step whose one op named 'profiled_step' shows it in a trace."""
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    global_step.assign_add(1)
+    return tf.multiply(global_step.read_value(), 2, name='profiled_step')
+
+  return global_step, step
+
+
+def _runs(output_dir):
+  """The profile run directories under `output_dir`, by step."""
+  profile_dir = os.path.join(output_dir, 'plugins', 'profile')
+  runs = os.listdir(profile_dir) if os.path.isdir(profile_dir) else []
+  return sorted(runs, key=_profiled_step)
+
+
+def _profiled_step(run):
+  return int(run.rsplit('_step_', 1)[1])
+
+
+def _profiled_steps(output_dir):
+  return [_profiled_step(run) for run in _runs(output_dir)]
+
+
+def _executions_of_profiled_step(run_dir):
+  """How many times the trace in `run_dir` saw the op named 'profiled_step' run."""
+  files = [f for f in os.listdir(run_dir) if f.endswith('.xplane.pb')]
+  assert files, f'no .xplane.pb in {run_dir}'
+  count = 0
+  for name in files:
+    space = xplane_pb2.XSpace()
+    with open(os.path.join(run_dir, name), 'rb') as f:
+      space.ParseFromString(f.read())
+    for plane in space.planes:
+      ids = {i for i, metadata in plane.event_metadata.items()
+             if metadata.name.startswith('profiled_step')}
+      count += sum(event.metadata_id in ids
+                   for line in plane.lines for event in line.events)
+  return count
+
+
+def _train(hook, last_step):
+  global_step, step = _step()
+  with tfmon.train.MonitoredSession(
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=last_step)]) as sess:
+    while not sess.should_stop():
+      sess.run(step)  # fetched, so the named op is not pruned from the call
+  return global_step
+
+
+def test_profiles_only_triggered_steps_as_v1(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  _train(ProfilerHook(save_steps=2, output_dir=str(tmp_path)), last_step=7)
+  # v1: the first run starts the timer, then every 2 steps of post-step global step.
+  assert _profiled_steps(tmp_path) == [2, 4, 6]
+  for run in _runs(tmp_path):
+    run_dir = tmp_path / 'plugins' / 'profile' / run
+    assert _executions_of_profiled_step(run_dir) == 1  # that run, and only it
+    assert (f"Saving timeline for {_profiled_step(run)} into '{run_dir}'."
+            in caplog.text)
+  # Nothing else is left in output_dir: staging is cleaned up.
+  assert os.listdir(tmp_path) == ['plugins']
+
+
+def test_save_secs_profiles_after_that_many_seconds(tmp_path):
+  _train(ProfilerHook(save_secs=3600, output_dir=str(tmp_path)), last_step=4)
+  assert not _runs(tmp_path)  # the first run starts the clock; an hour never passes
+  _train(ProfilerHook(save_secs=0, output_dir=str(tmp_path / 'every')), last_step=7)
+  # Every run after the first: this session runs steps 5, 6 and 7.
+  assert _profiled_steps(tmp_path / 'every') == [6, 7]
+
+
+def test_a_run_that_raises_does_not_leave_the_profiler_running(tmp_path, caplog):
+  global_step, step = _step()
+
+  def failing_step():
+    tf.debugging.assert_less(global_step, tf.constant(1, tf.int64))
+    return step()
+
+  hook = ProfilerHook(save_steps=1, output_dir=str(tmp_path / 'failed'))
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+      for _ in range(3):
+        sess.run(tfmon.train.op(failing_step))  # the profiled second run raises
+  assert not _runs(tmp_path / 'failed')
+  assert not os.path.exists(tmp_path / 'failed')  # no staged trace left either
+  # The next session's ProfilerHook stops it as the session begins...
+  tfmon.train.MonitoredSession(
+      hooks=[ProfilerHook(save_secs=3600, output_dir=str(tmp_path))]).close()
+  with pytest.raises(tf.errors.UnavailableError):
+    tf.profiler.experimental.stop()  # no profiler is running
+  assert caplog.text.count(
+      'Discarding the profile of a run that raised before it ended.') == 1
+  # ... and later hooks profile as usual.
+  global_step.assign(0)
+  _train(ProfilerHook(save_steps=1, output_dir=str(tmp_path / 'later')), last_step=3)
+  assert _profiled_steps(tmp_path / 'later') == [2, 3]
+
+
+class _PreemptSecondRun(tfmon.train.SessionRunHook):
+  """Raises AbortedError in the after_run of the second run, once."""
+
+  def __init__(self):
+    self.runs = 0
+
+  def after_run(self, run_context, run_values):
+    self.runs += 1
+    if self.runs == 2:
+      raise tf.errors.AbortedError(None, None, 'worker preempted')
+
+
+def test_a_preempted_profiled_run_is_profiled_again_when_retried(tmp_path, caplog):
+  # The preemption hook comes first, so the ProfilerHook's after_run never
+  # stops the trace of the preempted run; the retried run starts a new one.
+  hooks = [_PreemptSecondRun(), ProfilerHook(save_steps=1, output_dir=tmp_path),
+           tfmon.train.StopAtStepHook(last_step=3)]
+  global_step, step = _step()
+  with tfmon.train.MonitoredSession(hooks=hooks) as sess:
+    while not sess.should_stop():
+      sess.run(step)
+  assert global_step.numpy() == 3  # run 2 reached step 2, its retry step 3
+  assert _profiled_steps(tmp_path) == [3]
+  assert caplog.text.count(
+      'Discarding the profile of a run that raised before it ended.') == 1
+
+
+def test_another_running_profiler_skips_the_step_with_a_warning(tmp_path, caplog):
+  tf.profiler.experimental.start(str(tmp_path / 'user'))
+  try:
+    _train(ProfilerHook(save_steps=1, output_dir=str(tmp_path / 'hook')), last_step=3)
+  finally:
+    tf.profiler.experimental.stop(save=False)
+  assert not _runs(tmp_path / 'hook')
+  assert caplog.text.count('ProfilerHook could not profile this step: another '
+                           'profiler is running') == 2
+
+
+def test_errors_are_v1s(tmp_path):
+  with pytest.raises(ValueError, match='^Either every_secs or every_steps should be '
+                     'provided.$'):
+    ProfilerHook(output_dir=str(tmp_path))
+  with pytest.raises(ValueError, match='^Can not provide both every_secs and '
+                     'every_steps.$'):
+    ProfilerHook(save_steps=1, save_secs=1, output_dir=str(tmp_path))
+  with pytest.raises(TypeError, match='output_dir must be a directory path; got 3'):
+    ProfilerHook(save_steps=1, output_dir=3)
+  with pytest.raises(RuntimeError, match=r'^Global step should be created to use '
+                     r'ProfilerHook\.'):
+    tfmon.train.MonitoredSession(hooks=[ProfilerHook(save_steps=1,
+                                                     output_dir=str(tmp_path))])
+
+
+def test_show_dataflow_and_show_memory_are_accepted(tmp_path):
+  hook = ProfilerHook(save_steps=1, output_dir=tmp_path, show_dataflow=False,
+                      show_memory=True)
+  _train(hook, last_step=2)
+  assert _profiled_steps(tmp_path) == [2]

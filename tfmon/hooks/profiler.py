@@ -1,0 +1,179 @@
+"""ProfilerHook: a TF2 profiler trace of the run every N steps or seconds."""
+
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from tfmon.global_step import require_global_step
+from tfmon.hook_api import SessionRunArgs, SessionRunHook
+
+# The staging directory of the trace a ProfilerHook started and has not stopped,
+# or None. TensorFlow allows one profiler per process, and a run that raises
+# between before_run (start) and after_run (stop) leaves it running: the session
+# calls no hook on the way out, not even end(). The next ProfilerHook to begin a
+# session or start a trace (after a recovery) discards it first.
+_unfinished_trace = None
+
+
+def _remove(directory):
+  if tf.io.gfile.exists(directory):
+    tf.io.gfile.rmtree(directory)
+
+
+def _discard_unfinished_trace():
+  global _unfinished_trace
+  if _unfinished_trace is None:
+    return
+  logging.warning('Discarding the profile of a run that raised before it ended.')
+  try:
+    tf.profiler.experimental.stop(save=False)
+  except tf.errors.UnavailableError:
+    pass  # someone else stopped it
+  _remove(_unfinished_trace)
+  _unfinished_trace = None
+
+
+def _start_trace(staging_dir):
+  """Starts the profiler into `staging_dir`; returns False if another one runs."""
+  global _unfinished_trace
+  _discard_unfinished_trace()
+  _remove(staging_dir)  # left by a process that died while saving
+  try:
+    tf.profiler.experimental.start(staging_dir)
+  except tf.errors.AlreadyExistsError:
+    logging.warning(
+        'ProfilerHook could not profile this step: another profiler is running '
+        '(tf.profiler.experimental.start, a profiler server or the Keras '
+        'TensorBoard callback). Stop it, or remove the ProfilerHook.')
+    return False
+  _unfinished_trace = staging_dir
+  return True
+
+
+def _stop_trace():
+  """Stops the profiler and writes its trace into the staging directory."""
+  global _unfinished_trace
+  _unfinished_trace = None
+  tf.profiler.experimental.stop()
+
+
+def _move_run(staging_dir, profile_dir, step):
+  """Moves the run the profiler wrote in `staging_dir` into `profile_dir`.
+
+  The profiler names a run by the second it was saved in, so two traces saved
+  within one second would share (and overwrite) one run. Each trace is staged
+  alone and moved into a run named by that timestamp and the step.
+
+  Returns:
+    The run directory.
+  """
+  staged_profile_dir = os.path.join(staging_dir, 'plugins', 'profile')
+  runs = tf.io.gfile.listdir(staged_profile_dir)
+  if len(runs) != 1:
+    raise RuntimeError(f'The profiler wrote {runs} into {staged_profile_dir}; '
+                       'ProfilerHook expected one run.')
+  timestamp = runs[0].rstrip('/')
+  run_dir = os.path.join(profile_dir, f'{timestamp}_step_{step}')
+  staged_run_dir = os.path.join(staged_profile_dir, timestamp)
+  # File by file, as gfile renames files on every file system (GCS included).
+  for root, _, files in tf.io.gfile.walk(staged_run_dir):
+    target = os.path.join(run_dir, os.path.relpath(root, staged_run_dir))
+    tf.io.gfile.makedirs(target)
+    for name in files:
+      tf.io.gfile.rename(os.path.join(root, name), os.path.join(target, name),
+                         overwrite=True)
+  _remove(staging_dir)
+  return run_dir
+
+
+class ProfilerHook(SessionRunHook):
+  """Profiles one run every N steps or seconds with the TF2 profiler.
+
+  Trigger rules are v1's: the first run starts the timer and is not profiled;
+  then a run is profiled when the timer fires for its expected post-step global
+  step (`save_steps=2` from step 0 profiles the runs that reach steps 2, 4, 6).
+  Where v1 traced the run with `RunOptions.FULL_TRACE` and wrote
+  `timeline-<step>.json`, this starts `tf.profiler.experimental` in `before_run`
+  and stops it in `after_run`, and writes the trace for TensorBoard's Profile
+  tab: `<output_dir>/plugins/profile/<time>_step_<step>/<host>.xplane.pb`, one
+  run directory per profiled step.
+
+  A run that raises while it is profiled leaves the profiler running, since the
+  session calls no hook when a run raises; the next ProfilerHook to begin a
+  session or start a trace (after a recovery) stops it and discards that trace.
+
+  Args:
+    save_steps: Profile every N steps.
+    save_secs: Profile every N seconds. Exactly one of `save_steps` and
+      `save_secs` should be set.
+    output_dir: The TensorBoard log directory to write the traces under; the
+      current directory by default.
+    show_dataflow: Accepted for v1 compatibility: the TF2 trace viewer draws
+      flows itself.
+    show_memory: Accepted for v1 compatibility: the TF2 profiler has a memory
+      profile tool of its own.
+
+  Raises:
+    ValueError: if not exactly one of `save_steps` and `save_secs` is set.
+    TypeError: if `output_dir` is not a path.
+  """
+
+  def __init__(self, save_steps=None, save_secs=None, output_dir='',
+               show_dataflow=True, show_memory=False):
+    if not isinstance(output_dir, (str, os.PathLike)):
+      raise TypeError(f'ProfilerHook output_dir must be a directory path; got '
+                      f'{output_dir!r} of type {type(output_dir).__name__}.')
+    self._output_dir = os.fspath(output_dir)
+    self._profile_dir = os.path.join(self._output_dir, 'plugins', 'profile')
+    # Where each trace is written before it moves to its run directory; per
+    # process, as workers may share output_dir.
+    self._staging_dir = os.path.join(self._output_dir,
+                                     f'.profiler-staging-{os.getpid()}')
+    self._show_dataflow = show_dataflow
+    self._show_memory = show_memory
+    self._timer = tf.compat.v1.train.SecondOrStepTimer(
+        every_secs=save_secs, every_steps=save_steps)
+
+  def begin(self):
+    _discard_unfinished_trace()  # left by a session that raised mid-run
+    self._next_step = None
+    self._tracing = False
+    self._timer.reset()
+    self._global_step_tensor = require_global_step('ProfilerHook')
+
+  def before_run(self, run_context):
+    self._request_profile = (
+        self._next_step is not None and
+        self._timer.should_trigger_for_step(self._next_step))
+    if self._request_profile:
+      self._tracing = _start_trace(self._staging_dir)
+    return SessionRunArgs({'global_step': self._global_step_tensor})
+
+  def after_run(self, run_context, run_values):
+    traced = self._tracing
+    if traced:
+      # Stop before anything else runs, so the trace holds this run only.
+      self._tracing = False
+      _stop_trace()
+    stale_global_step = int(run_values.results['global_step'])
+    if self._next_step is None:
+      # The first run starts the timer, so it fires N steps or secs from now.
+      self._timer.update_last_triggered_step(stale_global_step)
+    global_step = stale_global_step + 1
+    if self._request_profile:
+      global_step = int(run_context.session.run(self._global_step_tensor))
+      self._timer.update_last_triggered_step(global_step)
+      if traced:
+        self._save(global_step)
+    self._next_step = global_step + 1
+
+  def end(self, session):
+    del session  # unused
+    if self._tracing:
+      self._tracing = False
+      _discard_unfinished_trace()
+
+  def _save(self, step):
+    run_dir = _move_run(self._staging_dir, self._profile_dir, step)
+    logging.info("Saving timeline for %d into '%s'.", step, run_dir)

@@ -1,0 +1,168 @@
+"""LoggingTensorHook: logs tensors every N local iterations or seconds, as v1's."""
+
+import numbers
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from tfmon.compiled import fetch_plan
+from tfmon.hook_api import SessionRunArgs, SessionRunHook
+
+
+def _tag(item):
+  """The tag of an item of a `tensors` list: what the log line calls it."""
+  if isinstance(item, str):
+    return item
+  kind = fetch_plan.leaf_kind(item)
+  if kind == fetch_plan.VARIABLE:
+    # Keras variables keep their full name in `path`; tf.Variables in `name`.
+    return getattr(item, 'path', None) or item.name
+  if kind == fetch_plan.STEP:
+    # `accuracy`, not `make_metrics.<locals>.accuracy`: a tag is read in logs.
+    return getattr(item, '__name__', None) or fetch_plan.describe(item)
+  raise TypeError(
+      f'LoggingTensorHook tensors holds {item!r} of type {type(item).__name__}. '
+      'A tensors list holds tensor names, variables or step functions; to log '
+      "anything else, give it a tag with a dict: tensors={'tag': value}.")
+
+
+def _tags_and_tensors(tensors):
+  """Returns v1's tag order and the dict from tag to fetch that is logged."""
+  if isinstance(tensors, dict):
+    for tag, fetches in tensors.items():
+      if not isinstance(tag, str):
+        raise TypeError(f'LoggingTensorHook tensors has the tag {tag!r} of type '
+                        f'{type(tag).__name__}; tags are strings.')
+      fetch_plan.check_fetches(fetches, f'LoggingTensorHook tensors[{tag!r}]')
+    return sorted(tensors), dict(tensors)
+  if isinstance(tensors, str):
+    raise TypeError(f'LoggingTensorHook tensors is the string {tensors!r}; pass a '
+                    f'list of names ([{tensors!r}]) or a dict of tags to tensors.')
+  try:
+    items = list(tensors)
+  except TypeError:
+    raise TypeError(
+        f'LoggingTensorHook tensors must be a dict of tags to tensors or a list of '
+        f'tensor names; got {tensors!r} of type {type(tensors).__name__}.') from None
+  tag_order = [_tag(item) for item in items]
+  by_tag = {}
+  for tag, item in zip(tag_order, items):
+    previous = by_tag.get(tag, item)
+    # The same name twice is v1's repeated tag; two different things are a clash.
+    if previous is not item and not (isinstance(previous, str) and previous == item):
+      raise ValueError(
+          f'LoggingTensorHook tensors has two items tagged {tag!r}: give them '
+          "distinct tags with a dict, tensors={'tag': value, ...}.")
+    by_tag[tag] = item
+  return tag_order, by_tag
+
+
+def _check_every(value, arg_name):
+  if value is not None and (isinstance(value, bool) or
+                            not isinstance(value, numbers.Real)):
+    raise TypeError(f'LoggingTensorHook {arg_name} must be a number; got {value!r} '
+                    f'of type {type(value).__name__}.')
+
+
+class LoggingTensorHook(SessionRunHook):
+  """Logs the given tensors every N local iterations, every N seconds, or at end.
+
+  As v1's: the tensors are logged at INFO level, as `tag = value, ...` with the
+  seconds since the previous log line appended (`loss = 0.5, step = 3 (0.004
+  sec)`), tags of a dict sorted and tags of a list in list order, and values
+  printed with `np.printoptions(suppress=True)`. `every_n_iter` counts the runs
+  of this session (local iterations), not the global step: the first run logs,
+  then every N-th. Runs that do not log fetch nothing.
+
+  The tensors are anything `run` fetches (SPEC section 2): a name (a key of the
+  dict a step function of the run returns, as `'loss'`, or a tensor name of the
+  traced graph, as `'softmax_tensor'`), a step function, a variable, or a nest.
+  A list names its items: a name is its own tag, a variable is tagged with its
+  name and a step function with its `__name__`.
+
+  `at_end` differs from v1 in how, not what: v1 evaluated the tensors again in
+  `end()`, but a name only resolves in a run that runs the step function
+  returning it, and `end()` runs no step. So with `at_end=True` the tensors are
+  fetched on every run and `end()` logs the values of the last run (which are
+  what v1's re-evaluation of a side-effect-free tensor gave). If the session ran
+  nothing, nothing is logged at end.
+
+  Args:
+    tensors: A dict from string tags to tensors to fetch, or a list of tensor
+      names (or variables, or step functions).
+    every_n_iter: Log once every N local iterations.
+    every_n_secs: Log once every N seconds. Exactly one of `every_n_iter` and
+      `every_n_secs` should be provided, unless only `at_end` is wanted.
+    at_end: Whether to log the values of the last run when the session ends.
+    formatter: A function taking the dict from tag to numpy value and returning
+      the string to log, instead of the default line.
+
+  Raises:
+    ValueError: if neither `at_end` nor exactly one of `every_n_iter` and
+      `every_n_secs` is given, if `every_n_iter` is not positive, or if two
+      items of a `tensors` list have the same tag.
+    TypeError: if `tensors` holds something `run` cannot fetch, or an argument
+      has the wrong type.
+  """
+
+  def __init__(self, tensors, every_n_iter=None, every_n_secs=None, at_end=False,
+               formatter=None):
+    only_log_at_end = at_end and every_n_iter is None and every_n_secs is None
+    if not only_log_at_end and (every_n_iter is None) == (every_n_secs is None):
+      raise ValueError(
+          'either at_end and/or exactly one of every_n_iter and every_n_secs '
+          'must be provided.')
+    _check_every(every_n_iter, 'every_n_iter')
+    _check_every(every_n_secs, 'every_n_secs')
+    if every_n_iter is not None and every_n_iter <= 0:
+      raise ValueError('invalid every_n_iter=%s.' % every_n_iter)
+    if formatter is not None and not callable(formatter):
+      raise TypeError(f'LoggingTensorHook formatter must be a function from the dict '
+                      f'of tag to value to a string; got {formatter!r}.')
+    self._tag_order, self._tensors = _tags_and_tensors(tensors)
+    self._formatter = formatter
+    # None stands for v1's NeverTriggerTimer: only at_end logs.
+    self._timer = None if only_log_at_end else tf.compat.v1.train.SecondOrStepTimer(
+        every_secs=every_n_secs, every_steps=every_n_iter)
+    self._log_at_end = at_end
+
+  def begin(self):
+    if self._timer is not None:
+      self._timer.reset()
+    self._iter_count = 0
+    self._last_values = None
+
+  def before_run(self, run_context):
+    self._should_trigger = (
+        self._timer is not None and
+        self._timer.should_trigger_for_step(self._iter_count))
+    if self._should_trigger or self._log_at_end:
+      return SessionRunArgs(self._tensors)
+    return None
+
+  def after_run(self, run_context, run_values):
+    if self._should_trigger:
+      self._log_tensors(run_values.results)
+    if self._log_at_end:
+      self._last_values = run_values.results
+    self._iter_count += 1
+
+  def end(self, session):
+    if self._log_at_end and self._last_values is not None:
+      self._log_tensors(self._last_values)
+
+  def _log_tensors(self, tensor_values):
+    with np.printoptions(suppress=True):
+      elapsed_secs = None
+      if self._timer is not None:
+        elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
+      if self._formatter:
+        logging.info(self._formatter(tensor_values))
+        return
+      stats = ', '.join(
+          '%s = %s' % (tag, tensor_values[tag]) for tag in self._tag_order)
+      if elapsed_secs is not None:
+        logging.info('%s (%.3f sec)', stats, elapsed_secs)
+      else:
+        logging.info('%s', stats)
