@@ -17,7 +17,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from tfmon import global_step as global_step_lib
+from tfmon import training_util
 
 _ONLY_GLOBAL_STEP_WARNING = (
     'Checkpoints will hold only the global step: nothing else was given to save. '
@@ -77,7 +77,7 @@ def as_checkpoint(value, arg_name='checkpoint'):
     checkpoint = value
   else:
     checkpoint = tf.train.Checkpoint(**(value or {}))
-  global_step = global_step_lib.get_global_step()
+  global_step = training_util.get_global_step()
   if global_step is not None and getattr(checkpoint, 'global_step', None) is None:
     checkpoint.global_step = global_step  # v1 always saved the global step
   if not value:

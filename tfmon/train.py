@@ -3,29 +3,35 @@
 import tensorflow as tf
 
 from tfmon.compiled.fetch_plan import op
-from tfmon.global_step import (create_global_step, get_global_step,
-                               get_or_create_global_step, global_step)
 from tfmon.hook_api import (SessionRunArgs, SessionRunContext, SessionRunHook,
                             SessionRunValues)
-from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener, FeedFnHook,
-                         FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
+from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener,
+                         EvaluationHook, FeedFnHook, FinalOpsHook,
+                         GlobalStepWaiterHook, LoggingTensorHook,
                          NanLossDuringTrainingError, NanTensorHook, ProfilerHook,
-                         StepCounterHook, StopAtStepHook, SummarySaverHook)
+                         StepCounterHook, StopAtStepHook, SummarySaverHook,
+                         make_early_stopping_hook, read_eval_metrics,
+                         stop_if_higher_hook, stop_if_lower_hook,
+                         stop_if_no_decrease_hook, stop_if_no_increase_hook)
 from tfmon.session import (ChiefSessionCreator, MonitoredSession,
                            MonitoredTrainingSession, Scaffold, SessionCreator,
                            SingularMonitoredSession, WorkerSessionCreator)
+from tfmon.training_util import (create_global_step, get_global_step,
+                                 get_or_create_global_step, global_step)
 
 # TensorFlow's own timer, shared by every periodic hook.
 SecondOrStepTimer = tf.compat.v1.train.SecondOrStepTimer
 
 __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'ChiefSessionCreator',
-    'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook', 'LoggingTensorHook',
-    'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook',
-    'MonitoredSession', 'MonitoredTrainingSession', 'Scaffold', 'SecondOrStepTimer',
-    'SessionCreator', 'SessionRunArgs', 'SessionRunContext', 'SessionRunHook',
-    'SessionRunValues', 'SingularMonitoredSession', 'StepCounterHook',
-    'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
+    'EvaluationHook', 'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook',
+    'LoggingTensorHook', 'MonitoredSession', 'MonitoredTrainingSession',
+    'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook', 'Scaffold',
+    'SecondOrStepTimer', 'SessionCreator', 'SessionRunArgs', 'SessionRunContext',
+    'SessionRunHook', 'SessionRunValues', 'SingularMonitoredSession',
+    'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
     'create_global_step', 'get_global_step', 'get_or_create_global_step',
-    'global_step', 'op',
+    'global_step', 'make_early_stopping_hook', 'op', 'read_eval_metrics',
+    'stop_if_higher_hook', 'stop_if_lower_hook', 'stop_if_no_decrease_hook',
+    'stop_if_no_increase_hook',
 ]

@@ -4,7 +4,7 @@ from absl import logging
 import tensorflow as tf
 
 from tfmon import checkpointing
-from tfmon import global_step as global_step_lib
+from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 
 # TensorFlow's own class: listeners written for TF1 work unchanged.
@@ -63,7 +63,7 @@ class CheckpointSaverHook(SessionRunHook):
     self._writer = None
 
   def begin(self):
-    self._global_step_tensor = global_step_lib.require_global_step(
+    self._global_step_tensor = training_util.require_global_step(
         'CheckpointSaverHook')
     for listener in self._listeners:
       listener.begin()

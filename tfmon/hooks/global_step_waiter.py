@@ -5,7 +5,7 @@ import time
 
 from absl import logging
 
-from tfmon.global_step import require_global_step
+from tfmon.training_util import require_global_step
 from tfmon.hook_api import SessionRunHook
 
 # v1's polling period: the global step is read twice a second while waiting.

@@ -5,7 +5,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from tfmon.global_step import require_global_step
+from tfmon.training_util import require_global_step
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 
 # The staging directory of the trace a ProfilerHook started and has not stopped,

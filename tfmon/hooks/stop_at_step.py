@@ -2,7 +2,7 @@
 
 from absl import logging
 
-from tfmon import global_step as global_step_lib
+from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 
 
@@ -31,7 +31,7 @@ class StopAtStepHook(SessionRunHook):
     self._last_step = last_step
 
   def begin(self):
-    self._global_step_tensor = global_step_lib.require_global_step('StopAtStepHook')
+    self._global_step_tensor = training_util.require_global_step('StopAtStepHook')
 
   def after_create_session(self, session, coord):
     global_step = int(session.run(self._global_step_tensor))

@@ -3,7 +3,7 @@
 from absl import logging
 import tensorflow as tf
 
-from tfmon import global_step as global_step_lib
+from tfmon import training_util
 from tfmon import summaries
 from tfmon.compiled.fetch_plan import RecordSummaries, op
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
@@ -58,7 +58,7 @@ class SummarySaverHook(SessionRunHook):
         every_secs=save_secs, every_steps=save_steps)
 
   def begin(self):
-    self._global_step_tensor = global_step_lib.require_global_step('SummarySaverHook')
+    self._global_step_tensor = training_util.require_global_step('SummarySaverHook')
     self._next_step = None
     self._timer.reset()
     if self._scaffold is not None:
@@ -115,7 +115,7 @@ class StepCounterHook(SessionRunHook):
     self._writer = _writer(summary_writer, output_dir, 'StepCounterHook')
 
   def begin(self):
-    self._global_step_tensor = global_step_lib.require_global_step('StepCounterHook')
+    self._global_step_tensor = training_util.require_global_step('StepCounterHook')
     self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
     self._last_global_step = None
     self._timer.reset()

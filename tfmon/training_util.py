@@ -1,4 +1,4 @@
-"""Global-step helpers: TensorFlow's own, so tfmon and TF share one registry.
+"""Global-step helpers, as TF1's training_util.py: TensorFlow's own functions.
 
 `tf.compat.v1.train.get_or_create_global_step()` works eagerly and registers the
 variable in the default graph's GLOBAL_STEP collection; re-exporting TF's functions
