@@ -1,0 +1,125 @@
+"""The main job: CIFAR-10 training end to end, on synthetic and on official-format data."""
+
+import logging
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import event_files
+from tests.training import forget_global_step
+from tfmon.examples import cifar10
+from tfmon.examples import cifar10_input
+
+_SMALL = dict(batch_size=8, log_frequency=2, eval_every=3, eval_examples=32)
+
+
+def _write_binary(directory, records_per_file=4, seed=0):
+  rng = np.random.default_rng(seed)
+  folder = directory / 'cifar-10-batches-bin'
+  folder.mkdir(parents=True)
+  written = {}
+  for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
+    labels = rng.integers(0, 10, size=records_per_file, dtype=np.uint8)
+    images = rng.integers(0, 256, size=(records_per_file, 3, 32, 32), dtype=np.uint8)
+    records = np.concatenate([labels[:, None], images.reshape(records_per_file, -1)], 1)
+    records.tofile(folder / name)
+    written[name] = (images.transpose(0, 2, 3, 1), labels)
+  return written
+
+
+def _write_python(directory, records_per_file=4, seed=1):
+  rng = np.random.default_rng(seed)
+  folder = directory / 'cifar-10-batches-py'
+  folder.mkdir(parents=True)
+  written = {}
+  for name in [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']:
+    labels = [int(label) for label in rng.integers(0, 10, size=records_per_file)]
+    data = rng.integers(0, 256, size=(records_per_file, 3072), dtype=np.uint8)
+    with open(folder / name, 'wb') as f:
+      pickle.dump({b'data': data, b'labels': labels}, f)
+    written[name] = (data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels)
+  return written
+
+
+def test_trains_on_synthetic_data_evaluates_and_resumes(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  first = cifar10.train(str(tmp_path), max_steps=6, **_SMALL)
+  assert first['global_step'] == 6 and first['steps_this_run'] == 6
+  assert 0.0 <= first['eval']['accuracy'] <= 1.0 and first['eval']['global_step'] == 6
+  assert 'Data: synthetic CIFAR-shaped data' in caplog.text
+  for step in (2, 4, 6):
+    assert f'step {step}, loss = ' in caplog.text
+  assert 'Saving dict for global step 3: accuracy = ' in caplog.text
+  assert tf.train.latest_checkpoint(tmp_path).endswith('model.ckpt-6')
+  events = event_files.events(tmp_path)
+  assert event_files.steps(events, 'total_loss') == [1, 3, 5]
+  assert event_files.steps(event_files.events(tmp_path / 'eval'), 'accuracy') == [3, 6]
+
+  forget_global_step()
+  caplog.clear()
+  second = cifar10.train(str(tmp_path), max_steps=8, **_SMALL)
+  assert second['global_step'] == 8 and second['steps_this_run'] == 2
+  assert f'Restoring parameters from {tmp_path}/model.ckpt-6' in caplog.text
+  assert 'Resuming from global step 6' in caplog.text
+
+
+def test_reads_the_official_binary_format(tmp_path, caplog):
+  written = _write_binary(tmp_path / 'data')
+  data = cifar10_input.load(str(tmp_path / 'data'))
+  np.testing.assert_array_equal(data.train[0][:4], written['data_batch_1.bin'][0])
+  np.testing.assert_array_equal(data.test[1], written['test_batch.bin'][1])
+  assert data.train[0].shape == (20, 32, 32, 3)
+  caplog.set_level(logging.INFO)
+  summary = cifar10.train(str(tmp_path / 'train'), str(tmp_path / 'data'),
+                          max_steps=2, batch_size=4, log_frequency=1, eval_every=2,
+                          eval_examples=0)
+  assert summary['global_step'] == 2
+  assert 'Data: CIFAR-10 binary files in' in caplog.text
+
+
+def test_reads_the_official_python_format(tmp_path):
+  written = _write_python(tmp_path)
+  data = cifar10_input.load(str(tmp_path))
+  np.testing.assert_array_equal(data.train[0][4:8], written['data_batch_2'][0])
+  np.testing.assert_array_equal(data.test[1], written['test_batch'][1])
+  assert data.source.startswith('CIFAR-10 python files in')
+
+
+def test_a_directory_without_cifar_data_names_the_formats(tmp_path):
+  (tmp_path / 'notes.txt').write_text('not cifar')
+  with pytest.raises(ValueError, match=f'--data_dir {tmp_path} holds no CIFAR-10 '
+                     'data. Expected the official CIFAR-10 binary files'):
+    cifar10_input.load(str(tmp_path))
+  with pytest.raises(ValueError, match='is not a directory'):
+    cifar10_input.load(str(tmp_path / 'missing'))
+
+
+def test_a_truncated_file_is_named(tmp_path):
+  _write_binary(tmp_path / 'bin')
+  batch = tmp_path / 'bin' / 'cifar-10-batches-bin' / 'data_batch_3.bin'
+  batch.write_bytes(batch.read_bytes()[:-100])
+  with pytest.raises(ValueError, match=f'{batch} is not a CIFAR-10 binary batch: .*'
+                     'may be truncated'):
+    cifar10_input.load(str(tmp_path / 'bin'))
+  _write_python(tmp_path / 'py')
+  pickled = tmp_path / 'py' / 'cifar-10-batches-py' / 'test_batch'
+  pickled.write_bytes(pickled.read_bytes()[:50])
+  with pytest.raises(ValueError, match=f'{pickled} is not a CIFAR-10 python batch'):
+    cifar10_input.load(str(tmp_path / 'py'))
+
+
+def test_runs_as_a_module(tmp_path):
+  result = subprocess.run(
+      [sys.executable, '-m', 'tfmon.examples.cifar10', f'--train_dir={tmp_path}',
+       '--max_steps=4', '--batch_size=8', '--log_frequency=2', '--eval_every=2',
+       '--eval_examples=16'],
+      capture_output=True, text=True, timeout=300, check=True)
+  assert 'step 4, loss = ' in result.stderr
+  assert 'Trained 4 steps (global step 0 -> 4)' in result.stderr
+  assert f'tensorboard --logdir {tmp_path}' in result.stderr
+  assert os.path.exists(tmp_path / 'model.ckpt-4.index')
