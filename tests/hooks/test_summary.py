@@ -26,10 +26,8 @@ def test_records_first_run_then_every_n_steps_with_post_step_global_step(tmp_pat
   job = _TracedLosses()
   hook = tfmon.train.SummarySaverHook(save_steps=2, output_dir=str(tmp_path))
   losses = {}
-  with tfmon.train.MonitoredSession(
-      hooks=[hook, tfmon.train.StopAtStepHook(last_step=8)]) as sess:
-    while not sess.should_stop():
-      step = int(job.global_step.numpy()) + 1
+  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+    for step in range(1, 9):
       losses[step] = float(sess.run(job.step)['loss'])
   events = _events(tmp_path)
   assert _steps(events, 'loss') == [1, 3, 5, 7]

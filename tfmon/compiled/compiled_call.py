@@ -64,7 +64,8 @@ class CompiledCall:
 
   def __init__(self, plan):
     self.plan = plan
-    self._function = tf.function(plan.body)
+    self._fused = plan.loop_leaves is not None
+    self._function = tf.function(plan.fused_body if self._fused else plan.body)
     self._callers = {}  # feed signature (dtype and shape per feed) -> flat caller
     self._graphs = {}   # feed signature -> traced graph
     self._specs = None  # the feed specs traced last, relaxed across shapes
@@ -89,8 +90,12 @@ class CompiledCall:
     self._graphs[signature] = concrete.graph
     return caller
 
-  def __call__(self, flat_fetches, feed_dict):
-    """Runs the call and returns the flat results as numpy values."""
+  def __call__(self, flat_fetches, feed_dict, loop=None):
+    """Runs the call and returns the flat results as numpy values.
+
+    For a fused plan, `loop` is `(max_steps, target_global_step)`, and the
+    return value is `(results, global_step_after, steps_run)`.
+    """
     if self.plan.feed_keys:
       tensors = [_feed_tensor(k, feed_dict[k]) for k in self.plan.feed_keys]
       signature = tuple((t.dtype, tuple(t.shape)) for t in tensors)
@@ -100,6 +105,9 @@ class CompiledCall:
     summaries = self.plan.summaries and flat_fetches[self.plan.summaries_position]
     if summaries:
       tensors.append(_RECORD[bool(summaries.record)])
+    if self._fused:
+      # Loop bounds are inputs, so a run of another length never retraces.
+      tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
     caller = self._callers.get(signature) or self._caller_for(tensors, signature)
     outputs = [_to_numpy(output) for output in caller(tensors)]
     if summaries and summaries.write_graph:
@@ -113,6 +121,8 @@ class CompiledCall:
         results.append(None)
       else:
         results.append(_value_to_numpy(flat_fetches[position]))
+    if self._fused:
+      return results, int(outputs[-2]), int(outputs[-1])
     return results
 
 
@@ -148,10 +158,15 @@ def _pack(structure, flat_results):
 
 
 class CallCompiler:
-  """Runs fetches and feeds as one compiled call, cached by call structure."""
+  """Runs fetches and feeds as one compiled call, cached by call structure.
 
-  def __init__(self):
+  Args:
+    jit_compile: Compile step functions with XLA (see FetchPlan).
+  """
+
+  def __init__(self, jit_compile=None):
     self._calls = {}
+    self._jit_compile = jit_compile
 
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict` in one compiled call.
@@ -165,12 +180,37 @@ class CallCompiler:
     """
     flat = tf.nest.flatten(fetches)
     feed_keys = tuple(feed_dict) if feed_dict else ()
-    key = (tuple(map(fetch_plan.leaf_key, flat)), feed_keys)
+    call, key = self._call_for(flat, feed_keys, None, None)
+    results = call(flat, feed_dict)
+    self._calls[key] = call  # only once it traced and ran: a failed trace retries
+    return _pack(fetches, results)
+
+  def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
+                global_step):
+    """Runs the step functions of the first `loop_leaves` flat leaves in a loop.
+
+    Args:
+      fetches: A nest whose first `loop_leaves` flattened leaves are the
+        caller's; the rest (hooks') are computed once, after the loop.
+      loop_leaves: How many leading flat leaves form the looped step.
+      max_steps: At most this many iterations.
+      target_global_step: Stop once the global step reaches this.
+      global_step: The global step variable.
+
+    Returns:
+      `(results, global_step_after, steps_run)`.
+    """
+    flat = tf.nest.flatten(fetches)
+    call, key = self._call_for(flat, (), loop_leaves, global_step)
+    results, global_step_after, steps_run = call(
+        flat, None, loop=(max_steps, target_global_step))
+    self._calls[key] = call
+    return _pack(fetches, results), global_step_after, steps_run
+
+  def _call_for(self, flat, feed_keys, loop_leaves, global_step):
+    key = (tuple(map(fetch_plan.leaf_key, flat)), feed_keys, loop_leaves)
     call = self._calls.get(key)
     if call is None:
-      call = CompiledCall(fetch_plan.FetchPlan(flat, feed_keys))
-      results = call(flat, feed_dict)
-      self._calls[key] = call  # only once it traced and ran: a failed trace retries
-    else:
-      results = call(flat, feed_dict)
-    return _pack(fetches, results)
+      call = CompiledCall(fetch_plan.FetchPlan(flat, feed_keys, loop_leaves,
+                                               global_step, self._jit_compile))
+    return call, key

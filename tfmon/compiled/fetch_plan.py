@@ -17,9 +17,13 @@ A `RecordSummaries` leaf (what SummarySaverHook fetches) makes `body` run under
 that hook's `tf.summary` writer, recording only when the call's boolean `record`
 input is true: one trace serves recording and non-recording steps.
 
-`body` is one step; a loop of several steps can call it inside a `tf.while_loop`
-without changing the plan (step fusion).
+`body` is one step. `fused_body` runs the caller's step functions (the leading
+`loop_leaves` leaves) in a `tf.while_loop` of up to `max_steps` iterations that
+ends early once the global step reaches `target` or a `StopIf` condition holds,
+then computes the hooks' fetches once, as of the last iteration (step fusion).
 """
+
+import contextlib
 
 import inspect
 import numbers
@@ -31,7 +35,7 @@ import tensorflow as tf
 
 # Leaf kinds. A leaf's kind depends only on its Python type, so it is cached per
 # type and classifying a leaf on the hot path is one dict lookup.
-NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, INVALID = range(8)
+NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, INVALID = range(9)
 
 # Layout codes for leaves that are not outputs of the compiled call.
 LAYOUT_NONE = -1
@@ -102,7 +106,25 @@ class RecordSummaries:
     self.write_graph = write_graph
 
 
-_kind_by_type = {type(None): NONE, str: NAME, StepOp: OP, RecordSummaries: SUMMARIES}
+class StopIf:
+  """Fetch: the tensor named `name`; in a fused run, also ends the loop after a
+  step where `predicate(tensor)` holds (how NanTensorHook stops at the NaN step).
+
+  Args:
+    name: A key of a dict returned by a step function of the call.
+    predicate: A function from the tensor to a boolean tensor (any element true
+      stops the loop).
+  """
+
+  __slots__ = ('name', 'predicate')
+
+  def __init__(self, name, predicate):
+    self.name = name
+    self.predicate = predicate
+
+
+_kind_by_type = {type(None): NONE, str: NAME, StepOp: OP, RecordSummaries: SUMMARIES,
+                 StopIf: STOP_IF}
 
 
 # Every type met as a fetch leaf so far (a live view: it grows with leaf_kind).
@@ -142,6 +164,8 @@ def leaf_key(leaf):
     return (kind, id(leaf))  # variables are unhashable; the plan keeps them alive
   if kind == SUMMARIES:  # whether this call records is an input, not structure
     return (kind, id(leaf.writer), id(leaf.global_step))
+  if kind == STOP_IF:
+    return (kind, leaf.name, leaf.predicate)
   if kind == STEP:
     try:
       hash(leaf)
@@ -199,11 +223,18 @@ def _traceable(fn):
 
 
 class _StepFunction:
-  """One step function of a plan and the feeds it takes."""
+  """One step function of a plan and the feeds it takes.
 
-  def __init__(self, fn):
+  With `jit_compile`, the step is its own XLA-compiled tf.function inside the
+  call; the hooks' fetches and summary writing stay outside it, since XLA cannot
+  compile summary writes.
+  """
+
+  def __init__(self, fn, jit_compile=None):
     self.fn = _traceable(fn)
     self.name = describe(fn)
+    if jit_compile:
+      self._call = tf.function(self.fn, jit_compile=True)
     try:
       parameters = inspect.signature(self.fn).parameters.values()
     except (TypeError, ValueError):
@@ -234,7 +265,7 @@ class _StepFunction:
       kwargs = feeds
     else:
       kwargs = {k: feeds[k] for k in self.parameters if k in feeds}
-    result = self.fn(**kwargs)
+    result = (self._call if hasattr(self, '_call') else self.fn)(**kwargs)
     return tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
 
 
@@ -310,8 +341,13 @@ class FetchPlan:
     ValueError: a feed key no step function takes, or a required parameter unfed.
   """
 
-  def __init__(self, flat_fetches, feed_keys):
+  def __init__(self, flat_fetches, feed_keys, loop_leaves=None, global_step=None,
+               jit_compile=None):
     self.feed_keys = tuple(feed_keys)
+    self.loop_leaves = loop_leaves
+    self._global_step = global_step
+    self._stop_conditions = []  # (index in self._names, predicate)
+    self._loop_step_count = 0   # the first steps are the loop's (fused plans)
     self._variables = []
     self._steps = []
     self._names = []
@@ -343,6 +379,12 @@ class FetchPlan:
           index = len(self._variables)
           self._variables.append(leaf)
         layout.append((VARIABLE, index))
+      elif kind == STOP_IF:
+        if leaf.name not in self._names:
+          self._names.append(leaf.name)
+        index = self._names.index(leaf.name)
+        self._stop_conditions.append((index, leaf.predicate))
+        layout.append((NAME, index))
       elif kind == NAME:
         if leaf not in self._names:
           self._names.append(leaf)
@@ -352,7 +394,9 @@ class FetchPlan:
         key = leaf_key(fn)
         if key not in step_index:
           step_index[key] = len(self._steps)
-          self._steps.append(_StepFunction(fn))
+          self._steps.append(_StepFunction(fn, jit_compile))
+          if loop_leaves is not None and position < loop_leaves:
+            self._loop_step_count = len(self._steps)
         if kind == OP:
           layout.append(LAYOUT_NONE)
         else:
@@ -401,6 +445,15 @@ class FetchPlan:
   def step_names(self):
     return [step.name for step in self._steps]
 
+  def _summary_scope(self, step_start, record):
+    """Runs the enclosed summary calls under the requesting hook's writer."""
+    if self.summaries is None:
+      return contextlib.nullcontext()
+    scope = contextlib.ExitStack()
+    scope.enter_context(self.summaries.writer.as_default(step=step_start + 1))
+    scope.enter_context(tf.summary.record_if(record))
+    return scope
+
   def body(self, *inputs):
     """Runs one step of this call structure; traced by CompiledCall.
 
@@ -412,23 +465,87 @@ class FetchPlan:
       The outputs: variable values, results of fetched steps, named tensors.
     """
     feeds = dict(zip(self.feed_keys, inputs))
-    if self.summaries is None:
-      return self._run_step(feeds)
-    summaries = self.summaries
-    step = tf.cast(_read(summaries.global_step), tf.int64) + 1
-    with summaries.writer.as_default(step=step), tf.summary.record_if(inputs[-1]):
-      return self._run_step(feeds)
+    step_start, record = None, None
+    if self.summaries is not None:
+      step_start = tf.cast(_read(self.summaries.global_step), tf.int64)
+      record = inputs[-1]
+    with self._summary_scope(step_start, record):
+      variable_values = [_read(v) for v in self._variables]
+      results = [step(feeds) for step in self._steps]
+    return self._outputs(variable_values, results)
 
-  def _run_step(self, feeds):
-    variable_values = [_read(v) for v in self._variables]
-    results = []
-    returned = {}
-    for step in self._steps:
-      result = step(feeds)
-      results.append(result)
-      if isinstance(result, dict):
-        for name, value in result.items():
-          returned.setdefault(name, value)
+  def fused_body(self, *inputs):
+    """Runs up to `max_steps` steps of the caller's step functions, then the rest.
+
+    Args:
+      *inputs: The feed values, then (if the call records summaries) `record`,
+        then `max_steps` (int32) and `target` (int64): the loop ends after
+        `max_steps` iterations, once the global step reaches `target`, or after
+        an iteration where a StopIf condition holds.
+
+    Returns:
+      The outputs of `body` as of the last iteration, then the global step after
+      the call and the number of iterations run.
+    """
+    feeds = dict(zip(self.feed_keys, inputs))
+    max_steps, target = inputs[-2], inputs[-1]
+    record = inputs[-3] if self.summaries is not None else None
+    loop_steps = self._steps[:self._loop_step_count]
+
+    def global_step():
+      return tf.cast(_read(self._global_step), tf.int64)
+
+    def iteration(i):
+      step_start = global_step()
+      # Summaries are recorded in the run's last step only: the one hooks observe.
+      last = tf.logical_or(i + 1 >= max_steps, step_start + 1 >= target)
+      with self._summary_scope(step_start, None if record is None else record & last):
+        variable_values = [_read(v) for v in self._variables]
+        results = [step(feeds) for step in loop_steps]
+      returned = _returned(results)
+      stop = tf.constant(False)
+      for index, predicate in self._stop_conditions:
+        value = _resolve_name(self._names[index], returned)
+        stop = tf.logical_or(stop, tf.reduce_any(predicate(value)))
+      return (variable_values, results), stop
+
+    carried, stop = iteration(tf.constant(0))
+    # The first iteration runs outside the loop so that the carried values (the
+    # last iteration's results) have a structure and types to start from.
+    flat = tf.nest.flatten(carried)
+    present = [t is not None for t in flat]
+    tensors = [t for t in flat if t is not None]
+
+    def condition(i, stop, *unused_tensors):
+      return tf.logical_and(tf.logical_and(i < max_steps, tf.logical_not(stop)),
+                            global_step() < target)
+
+    def loop_body(i, unused_stop, *unused_tensors):
+      carried, stop = iteration(i)
+      return (i + 1, stop, *[t for t in tf.nest.flatten(carried) if t is not None])
+
+    steps_run, _, *tensors = tf.while_loop(
+        condition, loop_body, [tf.constant(1), stop, *tensors],
+        shape_invariants=[tf.TensorShape([]), tf.TensorShape([])] +
+        [tf.TensorShape(None)] * len(tensors))
+    tensors = iter(tensors)
+    variable_values, results = tf.nest.pack_sequence_as(
+        carried, [next(tensors) if p else None for p in present])
+    results += [step(feeds) for step in self._steps[self._loop_step_count:]]
+    return self._outputs(variable_values, results) + [global_step(), steps_run]
+
+  def _outputs(self, variable_values, results):
     step_values = [results[i] for i in self._returning_steps]
+    returned = _returned(results)
     name_values = [_resolve_name(name, returned) for name in self._names]
     return variable_values + step_values + name_values
+
+
+def _returned(results):
+  """The names a call's step results define: keys of returned dicts, first wins."""
+  returned = {}
+  for result in results:
+    if isinstance(result, dict):
+      for name, value in result.items():
+        returned.setdefault(name, value)
+  return returned

@@ -6,6 +6,7 @@ import tensorflow as tf
 from tfmon import checkpointing
 from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
+from tfmon.hooks.timing import steps_until_trigger
 
 # TensorFlow's own class: listeners written for TF1 work unchanged.
 CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
@@ -59,6 +60,7 @@ class CheckpointSaverHook(SessionRunHook):
     self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_secs=save_secs, every_steps=save_steps)
+    self._save_steps = save_steps
     self._listeners = listeners or []
     self._writer = None
 
@@ -88,6 +90,9 @@ class CheckpointSaverHook(SessionRunHook):
     if self._checkpoint_writer().latest_step_saved() != global_step:
       self._save(session, global_step)
     self._timer.update_last_triggered_step(global_step)
+
+  def steps_until_observed(self, global_step):
+    return steps_until_trigger(self._timer, self._save_steps, global_step)
 
   def before_run(self, run_context):
     return SessionRunArgs(self._global_step_tensor)

@@ -42,11 +42,16 @@ class NanTensorHook(SessionRunHook):
       raise TypeError(
           f'NanTensorHook loss_tensor is {loss_tensor!r}, which fetches no value. '
           "Give the loss's name ('loss'), a step function returning it or a variable.")
-    self._loss_tensor = loss_tensor
+    self._loss_tensor = self._loss_fetch = loss_tensor
+    # A loss fetched by name is checked inside fused loops, which stop at the NaN
+    # step; any other loss keeps runs to one step, so every step is checked.
+    self.observes_fused_runs = isinstance(loss_tensor, str)
+    if self.observes_fused_runs:
+      self._loss_fetch = fetch_plan.StopIf(loss_tensor, tf.math.is_nan)
     self._fail_on_nan_loss = fail_on_nan_loss
 
   def before_run(self, run_context):
-    return SessionRunArgs(self._loss_tensor)
+    return SessionRunArgs(self._loss_fetch)
 
   def after_run(self, run_context, run_values):
     try:

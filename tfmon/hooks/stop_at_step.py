@@ -43,6 +43,10 @@ class StopAtStepHook(SessionRunHook):
           'first run. Raise last_step to train further.', global_step, self._last_step)
       coord.request_stop()
 
+  def steps_until_observed(self, global_step):
+    """Runs may fuse steps up to `last_step`, which this hook must see."""
+    return max(1, self._last_step - global_step)
+
   def before_run(self, run_context):
     return SessionRunArgs(self._global_step_tensor)
 

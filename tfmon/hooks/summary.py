@@ -7,6 +7,7 @@ from tfmon import training_util
 from tfmon import summaries
 from tfmon.compiled.fetch_plan import RecordSummaries, op
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
+from tfmon.hooks.timing import steps_until_trigger
 
 
 def _writer(summary_writer, output_dir, hook_name):
@@ -22,6 +23,9 @@ def _writer(summary_writer, output_dir, hook_name):
 
 class SummarySaverHook(SessionRunHook):
   """Records the steps' `tf.summary` calls every N steps or seconds.
+
+  In fused runs (`steps_per_loop`), the hook sees every run, runs end at its
+  trigger steps, and only the last step of a run records.
 
   The summaries are the `tf.summary.*` calls made inside step functions, plus
   `summary_op` (a callable or list of callables, or the scaffold's). The session
@@ -44,6 +48,9 @@ class SummarySaverHook(SessionRunHook):
       `summary_writer`; not exactly one of `save_steps` and `save_secs`.
   """
 
+  # Called on every run (its RecordSummaries fetch keeps one trace), fused or not.
+  observes_fused_runs = True
+
   def __init__(self, save_steps=None, save_secs=None, output_dir=None,
                summary_writer=None, scaffold=None, summary_op=None):
     if scaffold is not None and summary_op is not None:
@@ -56,6 +63,7 @@ class SummarySaverHook(SessionRunHook):
     self._writer = _writer(summary_writer, output_dir, 'SummarySaverHook')
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_secs=save_secs, every_steps=save_steps)
+    self._save_steps = save_steps
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('SummarySaverHook')
@@ -65,9 +73,17 @@ class SummarySaverHook(SessionRunHook):
       self._summary_ops = self._scaffold.summary_ops
     self._summary_op_fetches = [op(fn) for fn in self._summary_ops]
 
+  def steps_until_observed(self, global_step):
+    if self._next_step is None:
+      return 1
+    return steps_until_trigger(self._timer, self._save_steps, global_step)
+
   def before_run(self, run_context):
+    # The step this run ends at: one past the last seen, or more in a fused run.
+    steps = getattr(run_context, 'steps_run', 1)
     self._request_summary = (
-        self._next_step is None or self._timer.should_trigger_for_step(self._next_step))
+        self._next_step is None or
+        self._timer.should_trigger_for_step(self._next_step + steps - 1))
     requests = {
         'global_step': self._global_step_tensor,
         'summaries': RecordSummaries(self._writer, self._request_summary,
@@ -112,13 +128,21 @@ class StepCounterHook(SessionRunHook):
           'exactly one of every_n_steps and every_n_secs should be provided.')
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_steps=every_n_steps, every_secs=every_n_secs)
+    self._every_n_steps = every_n_steps
     self._writer = _writer(summary_writer, output_dir, 'StepCounterHook')
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('StepCounterHook')
     self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
     self._last_global_step = None
+    self._seen_increase = False
     self._timer.reset()
+
+  def steps_until_observed(self, global_step):
+    # Watch every run until the global step is seen to move, to warn as v1 if not.
+    if not self._seen_increase:
+      return 1
+    return steps_until_trigger(self._timer, self._every_n_steps, global_step)
 
   def before_run(self, run_context):
     return SessionRunArgs(self._global_step_tensor)
@@ -149,6 +173,8 @@ class StepCounterHook(SessionRunHook):
           'You could increase the global step by calling '
           'global_step.assign_add(1) in your step function.', 5,
           stale_global_step, self._last_global_step)
+    if self._last_global_step is not None and stale_global_step > self._last_global_step:
+      self._seen_increase = True
     self._last_global_step = stale_global_step
 
   def end(self, session):

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tfmon.compiled import fetch_plan
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
+from tfmon.hooks.timing import steps_until_trigger
 
 
 def _tag(item):
@@ -126,6 +127,18 @@ class LoggingTensorHook(SessionRunHook):
     self._timer = None if only_log_at_end else tf.compat.v1.train.SecondOrStepTimer(
         every_secs=every_n_secs, every_steps=every_n_iter)
     self._log_at_end = at_end
+    self._every_n_iter = every_n_iter
+    # Hooks that fetch on every run (at_end) or watch the clock see every run;
+    # fused runs still end at the iterations this hook logs.
+    self.observes_fused_runs = at_end or every_n_secs is not None
+
+  def steps_until_observed(self, global_step):
+    """Iterations until the next log line (one global step per iteration)."""
+    del global_step  # this hook counts its own iterations, as v1's
+    if self._timer is None:
+      return None
+    # The next run's first iteration is _iter_count; the one to log, last + N.
+    return steps_until_trigger(self._timer, self._every_n_iter, self._iter_count - 1)
 
   def begin(self):
     if self._timer is not None:
@@ -134,6 +147,8 @@ class LoggingTensorHook(SessionRunHook):
     self._last_values = None
 
   def before_run(self, run_context):
+    # Runs this hook did not see, and the other steps of a fused run, count too.
+    self._iter_count += getattr(run_context, 'steps_run', 1) - 1
     self._should_trigger = (
         self._timer is not None and
         self._timer.should_trigger_for_step(self._iter_count))

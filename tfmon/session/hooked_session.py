@@ -2,27 +2,46 @@
 
 import tensorflow as tf
 
+from tfmon import training_util
+from tfmon.compiled import fetch_plan
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
+from tfmon.session.observation_schedule import ObservationSchedule, declares_schedule
 from tfmon.session.wrapped_session import WrappedSession
+
+# Larger than any global step: "no hook needs to see a run end at a given step".
+_NO_TARGET = 2**62
 
 
 class HookedSession(WrappedSession):
-  """Calls `before_run` of every hook, runs once, then calls `after_run`.
+  """Calls `before_run` of the hooks, runs once, then calls their `after_run`.
 
   The caller's fetches and the fetches of every hook that asked for something
-  this step go down as one list, `[caller_fetches, hook_fetches, ...]`, so the
+  this run go down as one list, `[caller_fetches, hook_fetches, ...]`, so the
   layer below runs them in one compiled call: the caller's step functions first,
   then the hooks' in hook order. A hook that fetches nothing adds nothing.
+
+  When hooks say when they need to see a run (see ObservationSchedule) or
+  `steps_per_loop` > 1, an ObservationSchedule decides, per run, how many steps it
+  fuses into one compiled loop and which hooks observe it: idle hooks cost
+  nothing, and a run fuses steps only while every hook allows it.
 
   Args:
     sess: The RawSession below.
     hooks: The hooks, in order.
+    steps_per_loop: At most this many steps per run.
   """
 
-  def __init__(self, sess, hooks):
+  def __init__(self, sess, hooks, steps_per_loop=1):
     super().__init__(sess)
     self._hooks = hooks
     self._should_stop = False
+    self._schedule = None
+    global_step = training_util.get_global_step()
+    if global_step is not None and (
+        steps_per_loop > 1 or any(declares_schedule(h) for h in hooks)):
+      self._schedule = ObservationSchedule(hooks, steps_per_loop, global_step)
+      # One callable object for every run, so the call structure stays the same.
+      self._global_step_after = global_step.read_value
 
   def _check_stop(self):
     return self._should_stop
@@ -35,12 +54,30 @@ class HookedSession(WrappedSession):
     options = options or tf.compat.v1.RunOptions()
     all_fetches = [fetches]
     result_index = {}  # hook -> its index in all_fetches
+    schedule = self._schedule
+    if schedule is None:
+      steps, hooks = 1, self._hooks
+    else:
+      steps, hooks = schedule.plan(not feed_dict and _has_step_function(fetches))
     feed_dict = self._call_hook_before_run(
-        run_context, all_fetches, result_index, feed_dict, options)
+        run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
     run_metadata = run_metadata or tf.compat.v1.RunMetadata()
-    outputs = self._sess.run(
-        all_fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
-    for hook in self._hooks:
+    if schedule is None:
+      outputs = self._sess.run(all_fetches, feed_dict=feed_dict, options=options,
+                               run_metadata=run_metadata)
+    elif steps == 1:
+      outputs = self._sess.run(all_fetches + [self._global_step_after],
+                               feed_dict=feed_dict, options=options,
+                               run_metadata=run_metadata)
+      global_step_after = int(outputs.pop())
+    else:
+      target = schedule.target if schedule.target < _NO_TARGET else _NO_TARGET
+      outputs, global_step_after, steps = self._sess.run_fused(
+          all_fetches, len(tf.nest.flatten(fetches)), steps, target,
+          schedule.global_step)
+    for hook in hooks:
+      if schedule is not None:
+        run_context.steps_run = schedule.steps_run(hook, steps)
       index = result_index.get(hook)
       hook.after_run(
           run_context,
@@ -48,13 +85,17 @@ class HookedSession(WrappedSession):
               results=None if index is None else outputs[index],
               options=options,
               run_metadata=run_metadata))
+    if schedule is not None:
+      schedule.after_run(global_step_after, steps, hooks)
     self._should_stop = self._should_stop or run_context.stop_requested
     return outputs[0]
 
-  def _call_hook_before_run(self, run_context, all_fetches, result_index,
-                            user_feed_dict, options):
+  def _call_hook_before_run(self, run_context, hooks, steps, all_fetches,
+                            result_index, user_feed_dict, options):
     hook_feeds = {}
-    for hook in self._hooks:
+    for hook in hooks:
+      if self._schedule is not None:
+        run_context.steps_run = self._schedule.steps_run(hook, steps)
       request = hook.before_run(run_context)
       if request is None:
         continue
@@ -79,6 +120,12 @@ class HookedSession(WrappedSession):
                               'Same tensor is fed by a SessionRunHook and user.')
     hook_feeds.update(user_feed_dict)
     return hook_feeds
+
+
+def _has_step_function(fetches):
+  """Whether `fetches` runs a step function: only then can a run fuse steps."""
+  return any(fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)
+             for leaf in tf.nest.flatten(fetches))
 
 
 def _raise_if_feeds_intersect(feeds1, feeds2, message):

@@ -57,10 +57,13 @@ def _check_step_fn(step_fn):
 class _CoordinatedSessionCreator(SessionCreator):
   """Creates the stack below recovery: coordinator, hooks, raw session."""
 
-  def __init__(self, session_creator, hooks, stop_grace_period_secs):
+  def __init__(self, session_creator, hooks, stop_grace_period_secs,
+               steps_per_loop=1, jit_compile=None):
     self._session_creator = session_creator
     self._hooks = hooks
     self._stop_grace_period_secs = stop_grace_period_secs
+    self._steps_per_loop = steps_per_loop
+    self._jit_compile = jit_compile
     self.coord = None
     self.tf_sess = None
 
@@ -71,13 +74,15 @@ class _CoordinatedSessionCreator(SessionCreator):
           f'{type(self._session_creator).__name__}.create_session() returned '
           f'{session!r}; a tfmon session creator returns a tfmon RawSession. Use '
           'tfmon.train.ChiefSessionCreator or WorkerSessionCreator.')
+    if self._jit_compile:
+      session.set_jit_compile(self._jit_compile)
     self.tf_sess = session
     # Like v1, no exception type is a "clean" stop: all of them propagate.
     self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
     for hook in self._hooks:
       hook.after_create_session(self.tf_sess, self.coord)
     return CoordinatedSession(
-        HookedSession(self.tf_sess, self._hooks), self.coord,
+        HookedSession(self.tf_sess, self._hooks, self._steps_per_loop), self.coord,
         self._stop_grace_period_secs)
 
 
@@ -87,8 +92,12 @@ class _MonitoredSession:
   StepContext = StepContext
 
   def __init__(self, session_creator, hooks, should_recover,
-               stop_grace_period_secs=120):
+               stop_grace_period_secs=120, steps_per_loop=1, jit_compile=None):
     self._hooks = check_hooks(hooks)
+    if (isinstance(steps_per_loop, bool) or not isinstance(steps_per_loop, int) or
+        steps_per_loop < 1):
+      raise ValueError(f'steps_per_loop={steps_per_loop!r} must be a positive int: '
+                       'the most training steps one run may fuse.')
     if session_creator is not None and not isinstance(session_creator, SessionCreator):
       raise TypeError(
           f'session_creator must be a SessionCreator (e.g. '
@@ -98,7 +107,9 @@ class _MonitoredSession:
     self._coordinated_creator = _CoordinatedSessionCreator(
         session_creator=session_creator or ChiefSessionCreator(),
         hooks=self._hooks,
-        stop_grace_period_secs=stop_grace_period_secs)
+        stop_grace_period_secs=stop_grace_period_secs,
+        steps_per_loop=steps_per_loop,
+        jit_compile=jit_compile)
     if should_recover:
       self._sess = RecoverableSession(self._coordinated_creator)
     else:
@@ -207,18 +218,29 @@ class MonitoredSession(_MonitoredSession):
   in one compiled call, then calls `after_run`. AbortedError and UnavailableError
   raised in a run close and re-create the session, and the run is retried.
 
+  Step fusion: with `steps_per_loop=K`, one `run` of a step function (with no
+  feeds) runs up to K steps in one compiled loop while every hook allows it:
+  hooks declare when they next need to see a run (all built-in hooks do), and a
+  hook that declares nothing sees every step, so legacy hooks keep v1 semantics.
+
   Args:
     session_creator: A `ChiefSessionCreator` (the default) or `WorkerSessionCreator`.
     hooks: A list of `SessionRunHook`s.
     stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
+    steps_per_loop: At most this many steps per run (TF2 only).
+    jit_compile: Compile the step functions with XLA (TF2 only): summaries
+      written inside a step cannot be compiled; use `summary_op` callables.
 
   Raises:
     TypeError: a hook that is not a SessionRunHook, or a creator of the wrong type.
+    ValueError: a `steps_per_loop` that is not a positive int.
   """
 
-  def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120):
+  def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120,
+               steps_per_loop=1, jit_compile=None):
     super().__init__(session_creator, hooks, should_recover=True,
-                     stop_grace_period_secs=stop_grace_period_secs)
+                     stop_grace_period_secs=stop_grace_period_secs,
+                     steps_per_loop=steps_per_loop, jit_compile=jit_compile)
 
 
 class SingularMonitoredSession(_MonitoredSession):

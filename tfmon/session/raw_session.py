@@ -17,6 +17,10 @@ class RawSession:
     self._compiler = CallCompiler()
     self._closed = False
 
+  def set_jit_compile(self, jit_compile):
+    """Compiles the step functions of calls traced from now on with XLA."""
+    self._compiler = CallCompiler(jit_compile)
+
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs `fetches` with `feed_dict` in one compiled call.
 
@@ -40,6 +44,14 @@ class RawSession:
           'A tfmon session runs eagerly: call run() from Python, not inside a '
           'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
     return self._compiler.run(fetches, feed_dict)
+
+  def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
+                global_step):
+    """Runs up to `max_steps` steps in one compiled call (see CallCompiler.run_fused)."""
+    if self._closed:
+      raise RuntimeError('Attempted to use a closed Session.')
+    return self._compiler.run_fused(fetches, loop_leaves, max_steps,
+                                    target_global_step, global_step)
 
   def close(self):
     self._closed = True

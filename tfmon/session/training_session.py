@@ -39,7 +39,9 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     save_graph_def=True,
     checkpoint=None,
     max_to_keep=5,
-    keep_checkpoint_every_n_hours=None):
+    keep_checkpoint_every_n_hours=None,
+    steps_per_loop=1,
+    jit_compile=None):
   """Creates a `MonitoredSession` for training, with v1's arguments and hooks.
 
   The chief restores the latest checkpoint in `checkpoint_dir` (else runs the
@@ -71,6 +73,9 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       `{'model': model, 'optimizer': optimizer}`. The global step is always in.
     max_to_keep: Checkpoints kept (TF2 only).
     keep_checkpoint_every_n_hours: Also keep one checkpoint every N hours (TF2 only).
+    steps_per_loop: Fuse up to this many steps into one run when the hooks allow
+      (TF2 only; see MonitoredSession).
+    jit_compile: Compile the step functions with XLA (TF2 only).
 
   Returns:
     A `MonitoredSession`.
@@ -94,7 +99,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         scaffold=scaffold, master=master, config=config,
         max_wait_secs=max_wait_secs, checkpoint_dir=checkpoint_dir)
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
-                            stop_grace_period_secs=stop_grace_period_secs)
+                            stop_grace_period_secs=stop_grace_period_secs,
+                            steps_per_loop=steps_per_loop, jit_compile=jit_compile)
 
   all_hooks = list(chief_only_hooks)
   summary_dir = summary_dir or checkpoint_dir
@@ -120,4 +126,5 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   session_creator = ChiefSessionCreator(
       scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
-                          stop_grace_period_secs=stop_grace_period_secs)
+                          stop_grace_period_secs=stop_grace_period_secs,
+                          steps_per_loop=steps_per_loop, jit_compile=jit_compile)

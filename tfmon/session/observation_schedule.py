@@ -1,0 +1,96 @@
+"""ObservationSchedule: which hooks see a run, and how many steps the run fuses.
+
+A hook may tell the session when it next needs to see a run (a tfmon extension
+of the v1 protocol, duck-typed so v1 hooks need nothing):
+
+  - `steps_until_observed(global_step)`: the hook must observe the run that
+    brings the global step to `global_step + n` (n >= 1), or never (None). Until
+    then its `before_run`/`after_run` are not called, and runs may fuse steps.
+  - `observes_fused_runs = True`: the hook is called on every run, and a run may
+    be several steps; its fetches see the last one. It may also define
+    `steps_until_observed` to end fused runs at its trigger steps.
+  - neither (every v1 hook): the hook is called on every run, and every run is
+    exactly one step, so legacy hooks keep v1's semantics to the letter.
+
+Every call sets `run_context.steps_run` for the hook being called: the number of
+steps since that hook last saw a run, this run's included.
+
+The schedule tracks the global step (read once, then from each run's output),
+so a run costs O(1) Python for idle hooks; the hooks due are only gathered when
+the run reaches the earliest due step.
+"""
+
+import math
+
+
+def declares_schedule(hook):
+  return (hasattr(hook, 'steps_until_observed') or
+          getattr(hook, 'observes_fused_runs', False))
+
+
+class ObservationSchedule:
+  """Plans each run: how many steps, and which hooks observe it.
+
+  Args:
+    hooks: The session's hooks, in order.
+    steps_per_loop: At most this many steps per run.
+    global_step: The global step variable.
+  """
+
+  def __init__(self, hooks, steps_per_loop, global_step):
+    self._hooks = hooks
+    self._steps_per_loop = steps_per_loop
+    self.global_step = global_step
+    # Hooks that see every run; a legacy one among them keeps runs to one step.
+    self._every_run = [h for h in hooks if not declares_schedule(h) or
+                       getattr(h, 'observes_fused_runs', False)]
+    self._every_run_set = set(self._every_run)
+    self._single_steps = any(not declares_schedule(h) for h in hooks)
+    self._bounding = [h for h in hooks if hasattr(h, 'steps_until_observed')]
+    self._due = {}  # hook -> global step it must observe next (inf: never)
+    self._next_due = math.inf
+    self._value = None  # the global step value after the last run
+    self._steps_total = 0
+    self._last_seen = {h: 0 for h in hooks}  # hook -> self._steps_total it last saw
+
+  def plan(self, fetches_are_fusible):
+    """Returns `(steps, hooks)` for the next run: its step budget and observers."""
+    if self._value is None:
+      self._value = int(self.global_step.numpy())
+      for hook in self._bounding:
+        self._reschedule(hook)
+      self._next_due = min(self._due.values(), default=math.inf)
+    steps = 1
+    if fetches_are_fusible and not self._single_steps:
+      steps = int(max(1, min(self._steps_per_loop, self._next_due - self._value)))
+    if self._value + steps < self._next_due:
+      return steps, self._every_run
+    end = self._value + steps
+    return steps, [h for h in self._hooks if h in self._every_run_set or
+                   self._due.get(h, math.inf) <= end]
+
+  @property
+  def target(self):
+    """The global step at which the next run must end (a hook's due step)."""
+    return self._next_due
+
+  def steps_run(self, hook, steps_this_run):
+    """What `run_context.steps_run` is for `hook` in a run of `steps_this_run`."""
+    return self._steps_total + steps_this_run - self._last_seen[hook]
+
+  def after_run(self, global_step_value, steps_run, observers):
+    """Records the run: the global step it reached and the hooks that saw it."""
+    self._value = global_step_value
+    self._steps_total += steps_run
+    rescheduled = False
+    for hook in observers:
+      self._last_seen[hook] = self._steps_total
+      if hook in self._due:
+        self._reschedule(hook)
+        rescheduled = True
+    if rescheduled:
+      self._next_due = min(self._due.values(), default=math.inf)
+
+  def _reschedule(self, hook):
+    steps = hook.steps_until_observed(self._value)
+    self._due[hook] = math.inf if steps is None else self._value + max(1, steps)
