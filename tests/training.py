@@ -34,13 +34,17 @@ class Job:
     return {'model': self.model, 'optimizer': self.optimizer}
 
   def step(self):
+    result = self.step_without_summaries()
+    tf.summary.scalar('loss', result['loss'])
+    return result
+
+  def step_without_summaries(self):
     index = self.global_step % 16
     features, labels = self.features[index], self.labels[index]
     with tf.GradientTape() as tape:
       loss = self.loss_fn(labels, self.model(features, training=True))
     grads = tape.gradient(loss, self.model.trainable_variables)
     self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-    tf.summary.scalar('loss', loss)
     self.global_step.assign_add(1)
     return {'loss': loss}
 

@@ -499,7 +499,10 @@ class FetchPlan:
       step_start = global_step()
       # Summaries are recorded in the run's last step only: the one hooks observe.
       last = tf.logical_or(i + 1 >= max_steps, step_start + 1 >= target)
-      with self._summary_scope(step_start, None if record is None else record & last):
+      # The root name scope: inside tf.while_loop, summary tags (and tensor names)
+      # would otherwise read 'while/loss'.
+      with tf.name_scope(''), self._summary_scope(
+          step_start, None if record is None else record & last):
         variable_values = [_read(v) for v in self._variables]
         results = [step(feeds) for step in loop_steps]
       returned = _returned(results)
@@ -524,8 +527,9 @@ class FetchPlan:
       carried, stop = iteration(i)
       return (i + 1, stop, *[t for t in tf.nest.flatten(carried) if t is not None])
 
+    # parallel_iterations=1: a step must not start before the previous one ended.
     steps_run, _, *tensors = tf.while_loop(
-        condition, loop_body, [tf.constant(1), stop, *tensors],
+        condition, loop_body, [tf.constant(1), stop, *tensors], parallel_iterations=1,
         shape_invariants=[tf.TensorShape([]), tf.TensorShape([])] +
         [tf.TensorShape(None)] * len(tensors))
     tensors = iter(tensors)

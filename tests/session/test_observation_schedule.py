@@ -1,0 +1,176 @@
+"""Step fusion: fused runs behave as unfused ones, and idle hooks cost nothing."""
+
+import logging
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmon
+from tests import event_files
+from tests.training import Job, forget_global_step
+
+
+class CountingHook(tfmon.train.SessionRunHook):
+  """A v1 hook: declares nothing, so it must see every step."""
+
+  def begin(self):
+    self.runs = 0
+
+  def after_run(self, run_context, run_values):
+    self.runs += 1
+
+
+def _train(tmp_path, steps_per_loop, last_step=23, extra_hooks=()):
+  job = Job()
+  counter = CountingHook()
+  hooks = [tfmon.train.NanTensorHook('loss'),
+           tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=5),
+           *extra_hooks]
+  runs = 0
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), checkpoint=job.checkpoint,
+      save_checkpoint_steps=10, save_summaries_steps=5, log_step_count_steps=5,
+      steps_per_loop=steps_per_loop,
+      hooks=hooks + [tfmon.train.StopAtStepHook(last_step=last_step)]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(job.step))
+      runs += 1
+  state = tf.train.get_checkpoint_state(str(tmp_path))
+  checkpoints = [int(p.rsplit('-', 1)[-1]) for p in state.all_model_checkpoint_paths]
+  events = event_files.events(tmp_path)
+  summaries = list(zip(event_files.steps(events, 'loss'),
+                       event_files.values(events, 'loss')))
+  return job, runs, checkpoints, summaries
+
+
+def _logged_losses(text):
+  return re.findall(r'loss = ([\d.]+)', text)
+
+
+def test_fused_and_unfused_runs_do_the_same_work(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  unfused, unfused_runs, unfused_checkpoints, unfused_summaries = _train(
+      tmp_path / 'unfused', 1)
+  unfused_logged = _logged_losses(caplog.text)
+  caplog.clear()
+  forget_global_step()
+  fused, fused_runs, fused_checkpoints, fused_summaries = _train(tmp_path / 'fused', 8)
+  fused_logged = _logged_losses(caplog.text)
+
+  assert unfused_runs == 23 and fused_runs < 23
+  assert fused.global_step.numpy() == unfused.global_step.numpy() == 23
+  for a, b in zip(fused.variables(), unfused.variables()):
+    np.testing.assert_array_equal(a, b)
+  assert fused_checkpoints == unfused_checkpoints == [0, 10, 20, 23]
+  assert [s for s, _ in fused_summaries] == [s for s, _ in unfused_summaries] == [
+      1, 6, 11, 16, 21]
+  assert [v for _, v in fused_summaries] == pytest.approx(
+      [v for _, v in unfused_summaries])
+  assert len(unfused_logged) == 5 and fused_logged == unfused_logged  # iterations 0, 5, ...
+
+
+def test_a_v1_hook_keeps_every_run_one_step(tmp_path):
+  counter = CountingHook()
+  job, runs, _, _ = _train(tmp_path, 8, last_step=12, extra_hooks=[counter])
+  assert runs == counter.runs == 12
+
+
+def test_nan_stops_a_fused_loop_at_the_offending_step():
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    global_step.assign_add(1)
+    return {'loss': tf.where(global_step >= 13, np.float32(np.nan), np.float32(1.0))}
+
+  with pytest.raises(tfmon.train.NanLossDuringTrainingError):
+    with tfmon.train.MonitoredSession(
+        hooks=[tfmon.train.NanTensorHook('loss')], steps_per_loop=10) as sess:
+      while True:
+        sess.run(tfmon.train.op(step))
+  assert global_step.numpy() == 13
+
+
+def test_data_running_out_mid_loop_ends_after_the_last_full_step():
+  global_step = tfmon.train.get_or_create_global_step()
+  iterator = iter(tf.data.Dataset.range(15))
+  total = tf.Variable(0, dtype=tf.int64)
+
+  def step():
+    batch = next(iterator)
+    total.assign_add(batch)
+    # Ops on other resources are not ordered after next(): tie the increment to
+    # the data so that a step without data does not count.
+    global_step.assign_add(tf.cast(batch >= 0, tf.int64))
+
+  with tfmon.train.MonitoredSession(
+      hooks=[tfmon.train.StopAtStepHook(last_step=100)], steps_per_loop=10) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(step))
+  assert global_step.numpy() == 15
+  assert total.numpy() == sum(range(15))
+
+
+class IdleHook(tfmon.train.SessionRunHook):
+  """Needs to see the run reaching every 1000th step, and nothing else."""
+
+  def begin(self):
+    self.seen = []
+
+  def steps_until_observed(self, global_step):
+    return 1000 - global_step % 1000
+
+  def before_run(self, run_context):
+    return tfmon.train.SessionRunArgs(tfmon.train.get_global_step())
+
+  def after_run(self, run_context, run_values):
+    self.seen.append((int(run_values.results) + 1, run_context.steps_run))
+
+
+def test_idle_hooks_are_called_only_when_due():
+  global_step = tfmon.train.get_or_create_global_step()
+  idle = [IdleHook() for _ in range(50)]
+  with tfmon.train.MonitoredSession(hooks=idle) as sess:
+    for _ in range(2000):
+      sess.run(tfmon.train.op(lambda: global_step.assign_add(1)))
+  assert all(hook.seen == [(1000, 1000), (2000, 1000)] for hook in idle)
+
+
+def test_fused_runs_of_any_length_share_one_trace():
+  global_step = tfmon.train.get_or_create_global_step()
+  traces = []
+
+  def step():
+    traces.append(1)
+    global_step.assign_add(1)
+
+  with tfmon.train.MonitoredSession(
+      hooks=[tfmon.train.StopAtStepHook(last_step=37)], steps_per_loop=10) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(step))
+  assert global_step.numpy() == 37
+  # Traced for the peeled first step and the loop body of each call structure:
+  # the fused runs (10, 10, 10, then 7 steps) and the final one that StopAtStepHook sees.
+  assert len(traces) <= 4
+
+
+def test_steps_per_loop_must_be_a_positive_int():
+  with pytest.raises(ValueError, match='steps_per_loop=0 must be a positive int'):
+    tfmon.train.MonitoredSession(steps_per_loop=0)
+
+
+def test_jit_compile_trains_the_same_model():
+  def train(jit_compile):
+    forget_global_step()
+    job = Job()
+    with tfmon.train.MonitoredSession(
+        hooks=[tfmon.train.StopAtStepHook(last_step=5)],
+        jit_compile=jit_compile) as sess:
+      while not sess.should_stop():
+        # No summaries in the step: XLA cannot compile summary writes.
+        sess.run(tfmon.train.op(job.step_without_summaries))
+    return job.variables()
+
+  for a, b in zip(train(True), train(None)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
