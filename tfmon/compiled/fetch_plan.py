@@ -496,13 +496,14 @@ class FetchPlan:
       return tf.cast(_read(self._global_step), tf.int64)
 
     def iteration(i):
-      step_start = global_step()
-      # Summaries are recorded in the run's last step only: the one hooks observe.
-      last = tf.logical_or(i + 1 >= max_steps, step_start + 1 >= target)
+      step_start, record_now = None, None
+      if record is not None:
+        # Summaries are recorded in the run's last step only: the one hooks see.
+        step_start = global_step()
+        record_now = record & ((i + 1 >= max_steps) | (step_start + 1 >= target))
       # The root name scope: inside tf.while_loop, summary tags (and tensor names)
       # would otherwise read 'while/loss'.
-      with tf.name_scope(''), self._summary_scope(
-          step_start, None if record is None else record & last):
+      with tf.name_scope(''), self._summary_scope(step_start, record_now):
         variable_values = [_read(v) for v in self._variables]
         results = [step(feeds) for step in loop_steps]
       returned = _returned(results)
