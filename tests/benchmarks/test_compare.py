@@ -34,16 +34,19 @@ class _Messages(logging.Handler):
 def comparison(tmp_path_factory):
   """The results by variant name, and what the in-process variants logged."""
   messages = _Messages()
-  logging.getLogger('absl').addHandler(messages)
-  verbosity = absl_logging.get_verbosity()
+  absl_logger = logging.getLogger('absl')
+  absl_logger.addHandler(messages)
+  # Restore the logger's own level, not absl's verbosity: setting a verbosity
+  # pins the level, which would hide INFO lines from later tests' caplog.
+  level = absl_logger.level
   absl_logging.set_verbosity(absl_logging.INFO)
   try:
     results = compare.measure(
         'mlp', rounds=3, steps=4, warmup_steps=2,
         directory=str(tmp_path_factory.mktemp('compare')), duties=_DUTIES)
   finally:
-    absl_logging.set_verbosity(verbosity)
-    logging.getLogger('absl').removeHandler(messages)
+    absl_logger.setLevel(level)
+    absl_logger.removeHandler(messages)
   return {result.name: result for result in results}, messages.messages
 
 

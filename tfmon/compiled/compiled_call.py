@@ -103,7 +103,7 @@ class CompiledCall:
       tensors = []
       signature = ()
     summaries = self.plan.summaries and flat_fetches[self.plan.summaries_position]
-    if summaries:
+    if summaries and not self._fused:  # a fused plan's recording is structure
       tensors.append(_RECORD[bool(summaries.record)])
     if self._fused:
       # Loop bounds are inputs, so a run of another length never retraces.
@@ -209,6 +209,9 @@ class CallCompiler:
 
   def _call_for(self, flat, feed_keys, loop_leaves, global_step):
     key = (tuple(map(fetch_plan.leaf_key, flat)), feed_keys, loop_leaves)
+    if loop_leaves is not None:  # a fused run records summaries or has none at all
+      key += (any(fetch_plan.leaf_kind(leaf) == fetch_plan.SUMMARIES and leaf.record
+                  for leaf in flat),)
     call = self._calls.get(key)
     if call is None:
       call = CompiledCall(fetch_plan.FetchPlan(flat, feed_keys, loop_leaves,

@@ -447,7 +447,7 @@ class FetchPlan:
 
   def _summary_scope(self, step_start, record):
     """Runs the enclosed summary calls under the requesting hook's writer."""
-    if self.summaries is None:
+    if record is None:
       return contextlib.nullcontext()
     scope = contextlib.ExitStack()
     scope.enter_context(self.summaries.writer.as_default(step=step_start + 1))
@@ -477,11 +477,14 @@ class FetchPlan:
   def fused_body(self, *inputs):
     """Runs up to `max_steps` steps of the caller's step functions, then the rest.
 
+    Whether the run records summaries is part of a fused plan's structure
+    (`summaries.record` when the plan was made), not an input: a loop that does
+    not record then has no summary ops at all in its iterations.
+
     Args:
-      *inputs: The feed values, then (if the call records summaries) `record`,
-        then `max_steps` (int32) and `target` (int64): the loop ends after
-        `max_steps` iterations, once the global step reaches `target`, or after
-        an iteration where a StopIf condition holds.
+      *inputs: The feed values, then `max_steps` (int32) and `target` (int64):
+        the loop ends after `max_steps` iterations, once the global step reaches
+        `target`, or after an iteration where a StopIf condition holds.
 
     Returns:
       The outputs of `body` as of the last iteration, then the global step after
@@ -489,7 +492,7 @@ class FetchPlan:
     """
     feeds = dict(zip(self.feed_keys, inputs))
     max_steps, target = inputs[-2], inputs[-1]
-    record = inputs[-3] if self.summaries is not None else None
+    record = self.summaries is not None and self.summaries.record
     loop_steps = self._steps[:self._loop_step_count]
 
     def global_step():
@@ -497,10 +500,10 @@ class FetchPlan:
 
     def iteration(i):
       step_start, record_now = None, None
-      if record is not None:
+      if record:
         # Summaries are recorded in the run's last step only: the one hooks see.
         step_start = global_step()
-        record_now = record & ((i + 1 >= max_steps) | (step_start + 1 >= target))
+        record_now = (i + 1 >= max_steps) | (step_start + 1 >= target)
       # The root name scope: inside tf.while_loop, summary tags (and tensor names)
       # would otherwise read 'while/loss'.
       with tf.name_scope(''), self._summary_scope(step_start, record_now):

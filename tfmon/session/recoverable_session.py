@@ -4,15 +4,25 @@ from absl import logging
 
 from tfmon.session.wrapped_session import PREEMPTION_ERRORS, WrappedSession
 
-_RECREATE_MESSAGE = (
-    'An error was raised. This may be due to a preemption in '
-    'a connected worker or parameter server. The current '
-    'session will be closed and a new session will be '
-    'created. This error may also occur due to a gRPC failure '
+# v1's log lines, word for word: what happened, then this shared advice.
+_ADVICE = (
+    'This error may also occur due to a gRPC failure '
     'caused by high memory or network bandwidth usage in the '
     'parameter servers. If this error occurs repeatedly, try '
     'increasing the number of parameter servers assigned to '
     'the job. Error: %s')
+_RECREATE = ('The current session will be closed and a new session will be '
+             'created. ' + _ADVICE)
+_ERROR_IN_RUN = ('An error was raised. This may be due to a preemption in '
+                 'a connected worker or parameter server. ' + _RECREATE)
+_ERROR_IN_CHECK_STOP = (
+    'An error was raised while considering whether the session is complete. This '
+    'may be due to a preemption in a connected worker or parameter server. ' +
+    _RECREATE)
+_ERROR_IN_CREATE = (
+    'An error was raised while a session was being created. This may be due to a '
+    'preemption of a connected worker or parameter server. A new session will be '
+    'created. ' + _ADVICE)
 
 
 class RecoverableSession(WrappedSession):
@@ -35,15 +45,7 @@ class RecoverableSession(WrappedSession):
       try:
         return self._sess_creator.create_session()
       except PREEMPTION_ERRORS as e:
-        logging.info(
-            'An error was raised while a session was being created. '
-            'This may be due to a preemption of a connected worker '
-            'or parameter server. A new session will be created. '
-            'This error may also occur due to a gRPC failure caused '
-            'by high memory or network bandwidth usage in the '
-            'parameter servers. If this error occurs repeatedly, try '
-            'increasing the number of parameter servers assigned to '
-            'the job. Error: %s', e)
+        logging.info(_ERROR_IN_CREATE, e)
 
   def _check_stop(self):
     try:
@@ -51,16 +53,7 @@ class RecoverableSession(WrappedSession):
         return self._sess._check_stop()  # pylint: disable=protected-access
       return True
     except PREEMPTION_ERRORS as e:
-      logging.info(
-          'An error was raised while considering whether the '
-          'session is complete. This may be due to a preemption in '
-          'a connected worker or parameter server. The current '
-          'session will be closed and a new session will be '
-          'created. This error may also occur due to a gRPC failure '
-          'caused by high memory or network bandwidth usage in the '
-          'parameter servers. If this error occurs repeatedly, try '
-          'increasing the number of parameter servers assigned to '
-          'the job. Error: %s', e)
+      logging.info(_ERROR_IN_CHECK_STOP, e)
       self.close()
       self._sess = self._create_session()
       return False  # a fresh session has not finished
@@ -74,7 +67,7 @@ class RecoverableSession(WrappedSession):
           self._sess = self._create_session()
         return call(self._sess)
       except PREEMPTION_ERRORS as e:
-        logging.info(_RECREATE_MESSAGE, e)
+        logging.info(_ERROR_IN_RUN, e)
         self.close()
         self._sess = None
 
