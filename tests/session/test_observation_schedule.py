@@ -174,3 +174,24 @@ def test_jit_compile_trains_the_same_model():
 
   for a, b in zip(train(True), train(None)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_fused_run_resolves_only_returned_names():
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    global_step.assign_add(1)
+    tf.identity(tf.cast(global_step, tf.float32), name='step_as_float')
+    return {'loss': tf.constant(1.0)}
+
+  class FetchByGraphName(tfmon.train.SessionRunHook):
+    observes_fused_runs = True
+
+    def before_run(self, run_context):
+      return tfmon.train.SessionRunArgs('step_as_float')
+
+  with tfmon.train.MonitoredSession(hooks=[FetchByGraphName()],
+                                    steps_per_loop=5) as sess:
+    with pytest.raises(ValueError, match=r"Fetch name 'step_as_float' is not a key "
+                       r".*\['loss'\].*use steps_per_loop=1 for graph names"):
+      sess.run(tfmon.train.op(step))

@@ -313,9 +313,17 @@ def _user_named_tensors(graph, limit=20):
 
 
 @tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
-def _resolve_name(name, returned):
+def _resolve_name(name, returned, fused=False):
   if name in returned:
     return returned[name]
+  if fused:
+    # After the loop only the first (peeled) step's graph is in scope: a tensor
+    # name there would give the run's first step, not its last.
+    raise ValueError(
+        f'Fetch name {name!r} is not a key of a dict returned by the step functions '
+        f'of this fused run ({sorted(returned)}). A fused run (steps_per_loop > 1) '
+        'resolves only returned names: return the tensor from your step function '
+        f"(return {{{name!r}: tensor}}), or use steps_per_loop=1 for graph names.")
   graph = tf.compat.v1.get_default_graph()
   try:
     return graph.get_tensor_by_name(name if ':' in name else name + ':0')
@@ -540,12 +548,13 @@ class FetchPlan:
     variable_values, results = tf.nest.pack_sequence_as(
         carried, [next(tensors) if p else None for p in present])
     results += [step(feeds) for step in self._steps[self._loop_step_count:]]
-    return self._outputs(variable_values, results) + [global_step(), steps_run]
+    return self._outputs(variable_values, results, fused=True) + [global_step(),
+                                                                   steps_run]
 
-  def _outputs(self, variable_values, results):
+  def _outputs(self, variable_values, results, fused=False):
     step_values = [results[i] for i in self._returning_steps]
     returned = _returned(results)
-    name_values = [_resolve_name(name, returned) for name in self._names]
+    name_values = [_resolve_name(name, returned, fused) for name in self._names]
     return variable_values + step_values + name_values
 
 
