@@ -195,3 +195,29 @@ def test_a_fused_run_resolves_only_returned_names():
     with pytest.raises(ValueError, match=r"Fetch name 'step_as_float' is not a key "
                        r".*\['loss'\].*use steps_per_loop=1 for graph names"):
       sess.run(tfmon.train.op(step))
+
+
+def test_evaluation_and_early_stopping_see_the_same_steps_fused():
+  def run(steps_per_loop):
+    forget_global_step()
+    job = Job()
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (job.features[0], job.labels[0])).batch(4)
+
+    def eval_step(features, labels):
+      return {'loss': job.loss_fn(labels, job.model(features, training=False))}
+
+    evaluation = tfmon.train.EvaluationHook(eval_step, dataset, every_n_steps=4)
+    stopper = tfmon.train.stop_if_higher_hook(
+        evaluation, 'loss', threshold=1e9, run_every_secs=None, run_every_steps=3)
+    with tfmon.train.MonitoredSession(
+        hooks=[evaluation, stopper, tfmon.train.StopAtStepHook(last_step=10)],
+        steps_per_loop=steps_per_loop) as sess:
+      while not sess.should_stop():
+        sess.run(tfmon.train.op(job.step_without_summaries))
+    return evaluation.results_by_step
+
+  fused, unfused = run(10), run(1)
+  assert list(fused) == list(unfused) == [4, 8, 10]
+  for step in fused:
+    assert fused[step]['loss'] == pytest.approx(unfused[step]['loss'], rel=1e-6)

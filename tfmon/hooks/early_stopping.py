@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tfmon.training_util import require_global_step
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
+from tfmon.hooks.timing import steps_until_trigger
 from tfmon.hooks.evaluation import EvaluationHook
 
 _EVENT_FILE_GLOB_PATTERN = 'events.out.tfevents.*'
@@ -150,6 +151,7 @@ class _StopOnPredicateHook(SessionRunHook):
     self._check_fn = check_fn
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_secs=run_every_secs, every_steps=run_every_steps)
+    self._every_steps = run_every_steps
 
   def begin(self):
     self._global_step_tensor = require_global_step('the early stopping hook')
@@ -158,6 +160,11 @@ class _StopOnPredicateHook(SessionRunHook):
   def after_create_session(self, session, coord):
     if self._check_fn is not None:
       self._check_fn()
+
+  def steps_until_observed(self, global_step):
+    # This hook triggers on the pre-step global step (as Estimator's), so the
+    # run to see is the one after the timer's next step.
+    return steps_until_trigger(self._timer, self._every_steps, global_step - 1)
 
   def before_run(self, run_context):
     return SessionRunArgs(self._global_step_tensor)

@@ -19,6 +19,7 @@ from tfmon import summaries
 from tfmon.compiled.fetch_plan import describe
 from tfmon.training_util import require_global_step
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
+from tfmon.hooks.timing import steps_until_trigger
 
 
 def dict_to_str(dictionary):
@@ -268,6 +269,7 @@ class EvaluationHook(SessionRunHook):
     self._eval_step_name = describe(eval_step)
     self._eval_keys = None  # the names eval_step returns, known once traced
     self._timer = None
+    self._every_n_steps = every_n_steps
     if every_n_steps is not None or every_n_secs is not None:
       self._timer = tf.compat.v1.train.SecondOrStepTimer(
           every_secs=every_n_secs, every_steps=every_n_steps)
@@ -317,6 +319,11 @@ class EvaluationHook(SessionRunHook):
       self._timer.update_last_triggered_step(global_step)
     if self._at_start and global_step != self._last_evaluated_step:
       self._evaluate(session, global_step)
+
+  def steps_until_observed(self, global_step):
+    if self._timer is None:
+      return None  # evaluates only at start and end
+    return steps_until_trigger(self._timer, self._every_n_steps, global_step)
 
   def before_run(self, run_context):
     if self._timer is None:

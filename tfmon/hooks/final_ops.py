@@ -50,6 +50,10 @@ class FinalOpsHook(SessionRunHook):
   def final_ops_values(self):
     return self._final_ops_values
 
+  def steps_until_observed(self, global_step):
+    del global_step
+    return None  # it works in end() only
+
   def end(self, session):
     if self._final_ops is None:
       return

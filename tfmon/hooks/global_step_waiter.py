@@ -41,6 +41,10 @@ class GlobalStepWaiterHook(SessionRunHook):
     self._worker_is_started = False
     self._global_step_tensor = require_global_step('GlobalStepWaiterHook')
 
+  def steps_until_observed(self, global_step):
+    del global_step
+    return None if self._worker_is_started else 1  # idle once training started
+
   def before_run(self, run_context):
     if self._worker_is_started:
       return None
