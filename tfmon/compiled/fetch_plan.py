@@ -24,6 +24,7 @@ then computes the hooks' fetches once, as of the last iteration (step fusion).
 """
 
 import contextlib
+import functools
 
 import inspect
 import numbers
@@ -486,8 +487,9 @@ class FetchPlan:
     """Runs up to `max_steps` steps of the caller's step functions, then the rest.
 
     Whether the run records summaries is part of a fused plan's structure
-    (`summaries.record` when the plan was made), not an input: a loop that does
-    not record then has no summary ops at all in its iterations.
+    (`summaries.record` when the plan was made), not an input. A recording run
+    stops its loop one step early and runs that last step after it, under the
+    summary writer, so no loop iteration carries summary ops.
 
     Args:
       *inputs: The feed values, then `max_steps` (int32) and `target` (int64):
@@ -506,24 +508,28 @@ class FetchPlan:
     def global_step():
       return tf.cast(_read(self._global_step), tf.int64)
 
-    def iteration(i):
-      step_start, record_now = None, None
-      if record:
-        # Summaries are recorded in the run's last step only: the one hooks see.
+    def iteration(i, record_this_step=False):
+      step_start = None
+      if record_this_step:
         step_start = global_step()
-        record_now = (i + 1 >= max_steps) | (step_start + 1 >= target)
       # The root name scope: inside tf.while_loop, summary tags (and tensor names)
       # would otherwise read 'while/loss'.
-      with tf.name_scope(''), self._summary_scope(step_start, record_now):
+      with tf.name_scope(''), self._summary_scope(
+          step_start, True if record_this_step else None):
         variable_values = [_read(v) for v in self._variables]
         results = [step(feeds) for step in loop_steps]
       returned = _returned(results)
-      stop = tf.constant(False)
+      stops = []
       for index, predicate in self._stop_conditions:
-        value = _resolve_name(self._names[index], returned)
-        stop = tf.logical_or(stop, tf.reduce_any(predicate(value)))
+        holds = predicate(_resolve_name(self._names[index], returned))
+        stops.append(holds if holds.shape.rank == 0 else tf.reduce_any(holds))
+      stop = functools.reduce(tf.logical_or, stops) if stops else tf.constant(False)
       return (variable_values, results), stop
 
+    # A recording run leaves its last step to run after the loop, under the
+    # summary writer: the loop's steps then carry no summary ops at all.
+    loop_limit = max_steps - 1 if record else max_steps
+    loop_target = target - 1 if record else target
     carried, stop = iteration(tf.constant(0))
     # The first iteration runs outside the loop so that the carried values (the
     # last iteration's results) have a structure and types to start from.
@@ -532,21 +538,36 @@ class FetchPlan:
     tensors = [t for t in flat if t is not None]
 
     def condition(i, stop, *unused_tensors):
-      return tf.logical_and(tf.logical_and(i < max_steps, tf.logical_not(stop)),
-                            global_step() < target)
+      return tf.logical_and(tf.logical_and(i < loop_limit, tf.logical_not(stop)),
+                            global_step() < loop_target)
 
     def loop_body(i, unused_stop, *unused_tensors):
       carried, stop = iteration(i)
       return (i + 1, stop, *[t for t in tf.nest.flatten(carried) if t is not None])
 
     # parallel_iterations=1: a step must not start before the previous one ended.
-    steps_run, _, *tensors = tf.while_loop(
+    steps_run, stop, *tensors = tf.while_loop(
         condition, loop_body, [tf.constant(1), stop, *tensors], parallel_iterations=1,
         shape_invariants=[tf.TensorShape([]), tf.TensorShape([])] +
         [tf.TensorShape(None)] * len(tensors))
     tensors = iter(tensors)
-    variable_values, results = tf.nest.pack_sequence_as(
+    carried = tf.nest.pack_sequence_as(
         carried, [next(tensors) if p else None for p in present])
+    if record:
+      def last_step():
+        last, _ = iteration(steps_run, record_this_step=True)
+        return [t for t in tf.nest.flatten(last) if t is not None]
+
+      done = stop | (steps_run >= max_steps) | (global_step() >= target)
+      flat_last = tf.cond(
+          done, lambda: [t for t in tf.nest.flatten(carried) if t is not None],
+          last_step)
+      flat_last = iter(flat_last)
+      carried = tf.nest.pack_sequence_as(
+          carried, [next(flat_last) if p else None for p in present])
+      steps_run += tf.cast(tf.logical_not(done), tf.int32)
+    variable_values, results = carried
+    results = list(results)
     results += [step(feeds) for step in self._steps[self._loop_step_count:]]
     return self._outputs(variable_values, results, fused=True) + [global_step(),
                                                                    steps_run]
