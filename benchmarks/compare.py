@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfmon
+from benchmarks import overhead
 
 # The worker runs as `python -m benchmarks.compare` from here: benchmarks/ is not
 # an installed package.
@@ -82,28 +83,7 @@ class Unavailable(Exception):
   """A variant this installation cannot run; the table says why."""
 
 
-# --- The models, as Keras layers (eager) and as tf.compat.v1 ops (graph mode). ---
-
-
-def _keras_mlp():
-  return keras.Sequential([
-      keras.Input((32,)),
-      keras.layers.Dense(64, activation='relu'),
-      keras.layers.Dense(10),
-  ])
-
-
-def _keras_cnn():
-  return keras.Sequential([
-      keras.Input((32, 32, 3)),
-      keras.layers.Conv2D(32, 3, activation='relu'),
-      keras.layers.MaxPooling2D(),
-      keras.layers.Conv2D(64, 3, activation='relu'),
-      keras.layers.MaxPooling2D(),
-      keras.layers.Flatten(),
-      keras.layers.Dense(128, activation='relu'),
-      keras.layers.Dense(10),
-  ])
+# --- The models: overhead.py's Keras models, and the same as tf.compat.v1 ops. ---
 
 
 def _graph_variable(name, shape):
@@ -153,12 +133,12 @@ class Model:
 
 
 MODELS = {
-    'mlp': Model(_keras_mlp, _graph_mlp, (32, 32), default_rounds=9,
-                 default_steps=2000, warmup_steps=200),
+    'mlp': Model(overhead.mlp_model, _graph_mlp, overhead.MLP_INPUT_SHAPE,
+                 default_rounds=9, default_steps=2000, warmup_steps=200),
     # 30-60 ms a step on 2 shared cores: 600 steps of 8 variants is 3-5 minutes.
     # Rounds of 100 steps still hold one summary and log step each.
-    'cnn': Model(_keras_cnn, _graph_cnn, (128, 32, 32, 3), default_rounds=5,
-                 default_steps=100, warmup_steps=100),
+    'cnn': Model(overhead.cnn_model, _graph_cnn, overhead.CNN_INPUT_SHAPE,
+                 default_rounds=5, default_steps=100, warmup_steps=100),
 }
 
 

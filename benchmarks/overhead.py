@@ -41,15 +41,20 @@ class _FetchLossEveryStep(tfmon.train.SessionRunHook):
     self.loss = run_values.results
 
 
-def _mlp():
+# The benchmark models, shared with benchmarks/compare.py.
+MLP_INPUT_SHAPE = (32, 32)
+CNN_INPUT_SHAPE = (128, 32, 32, 3)
+
+
+def mlp_model():
   return keras.Sequential([
       keras.Input((32,)),
       keras.layers.Dense(64, activation='relu'),
       keras.layers.Dense(10),
-  ]), (32, 32)
+  ])
 
 
-def _cnn():
+def cnn_model():
   return keras.Sequential([
       keras.Input((32, 32, 3)),
       keras.layers.Conv2D(32, 3, activation='relu'),
@@ -59,7 +64,15 @@ def _cnn():
       keras.layers.Flatten(),
       keras.layers.Dense(128, activation='relu'),
       keras.layers.Dense(10),
-  ]), (128, 32, 32, 3)
+  ])
+
+
+def _mlp():
+  return mlp_model(), MLP_INPUT_SHAPE
+
+
+def _cnn():
+  return cnn_model(), CNN_INPUT_SHAPE
 
 
 def make_step(model_fn):
