@@ -234,8 +234,7 @@ class _StepFunction:
   def __init__(self, fn, jit_compile=None):
     self.fn = _traceable(fn)
     self.name = describe(fn)
-    if jit_compile:
-      self._call = tf.function(self.fn, jit_compile=True)
+    self._call = tf.function(self.fn, jit_compile=True) if jit_compile else self.fn
     try:
       parameters = inspect.signature(self.fn).parameters.values()
     except (TypeError, ValueError):
@@ -266,7 +265,7 @@ class _StepFunction:
       kwargs = feeds
     else:
       kwargs = {k: feeds[k] for k in self.parameters if k in feeds}
-    result = (self._call if hasattr(self, '_call') else self.fn)(**kwargs)
+    result = self._call(**kwargs)
     return tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
 
 

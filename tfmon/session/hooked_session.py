@@ -35,6 +35,7 @@ class HookedSession(WrappedSession):
     super().__init__(sess)
     self._hooks = hooks
     self._should_stop = False
+    self._steps_per_loop = steps_per_loop
     self._schedule = None
     global_step = training_util.get_global_step()
     if global_step is not None and (
@@ -58,7 +59,9 @@ class HookedSession(WrappedSession):
     if schedule is None:
       steps, hooks = 1, self._hooks
     else:
-      steps, hooks = schedule.plan(not feed_dict and _has_step_function(fetches))
+      # Only a fusing session needs to know whether this run could fuse steps.
+      steps, hooks = schedule.plan(self._steps_per_loop > 1 and not feed_dict and
+                                   _has_step_function(fetches))
     feed_dict = self._call_hook_before_run(
         run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
     run_metadata = run_metadata or tf.compat.v1.RunMetadata()
