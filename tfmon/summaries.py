@@ -16,6 +16,34 @@ def writer_for(logdir):
   return writer
 
 
+def scalar_writer(writer, tag):
+  """Returns `write(value, step)`, writing the scalar `tag` into `writer`.
+
+  For summaries written from Python between runs (StepCounterHook's
+  `global_step/sec`): an eager `tf.summary.scalar` runs its dozen ops one at a
+  time, about 0.4 ms here; this traces them once into a function whose call costs
+  about 0.28 ms (measured in BUILD_NOTES.md).
+
+  Args:
+    writer: A `tf.summary.SummaryWriter`.
+    tag: The scalar's tag.
+  """
+  @tf.function(autograph=False)
+  def write(value, step):
+    with writer.as_default(step=step):
+      tf.summary.scalar(tag, value)
+
+  traced = []  # traced at the first write: a hook that never triggers never traces
+
+  def call(value, step):
+    if not traced:
+      traced.append(write.get_concrete_function(tf.TensorSpec([], tf.float32),
+                                                tf.TensorSpec([], tf.int64)))
+    traced[0](tf.constant(value, tf.float32), tf.constant(step, tf.int64))
+
+  return call
+
+
 def summary_ops(summary_op):
   """`summary_op` as a list of callables (v1 took an op or a list of ops)."""
   if summary_op is None:

@@ -134,6 +134,8 @@ class StepCounterHook(SessionRunHook):
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('StepCounterHook')
     self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
+    if self._writer is not None:
+      self._write_rate = summaries.scalar_writer(self._writer, self._summary_tag)
     self._last_global_step = None
     self._seen_increase = False
     self._timer.reset()
@@ -150,8 +152,7 @@ class StepCounterHook(SessionRunHook):
   def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
     steps_per_sec = elapsed_steps / elapsed_time
     if self._writer is not None:
-      with self._writer.as_default():
-        tf.summary.scalar(self._summary_tag, steps_per_sec, step=global_step)
+      self._write_rate(steps_per_sec, global_step)
     logging.info('%s: %g', self._summary_tag, steps_per_sec)
 
   def after_run(self, run_context, run_values):
