@@ -17,7 +17,8 @@ from tfmon.session import (ChiefSessionCreator, MonitoredSession,
                            MonitoredTrainingSession, Scaffold, SessionCreator,
                            SingularMonitoredSession, WorkerSessionCreator)
 from tfmon.training_util import (create_global_step, get_global_step,
-                                 get_or_create_global_step, global_step)
+                                 get_or_create_global_step, global_step,
+                                 global_step_after_run)
 
 # TensorFlow's own timer, shared by every periodic hook.
 SecondOrStepTimer = tf.compat.v1.train.SecondOrStepTimer
@@ -31,7 +32,7 @@ __all__ = [
     'SessionRunHook', 'SessionRunValues', 'SingularMonitoredSession',
     'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
     'create_global_step', 'get_global_step', 'get_or_create_global_step',
-    'global_step', 'make_early_stopping_hook', 'op', 'read_eval_metrics',
+    'global_step', 'global_step_after_run', 'make_early_stopping_hook', 'op', 'read_eval_metrics',
     'stop_if_higher_hook', 'stop_if_lower_hook', 'stop_if_no_decrease_hook',
     'stop_if_no_increase_hook',
 ]

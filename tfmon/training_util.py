@@ -35,6 +35,21 @@ def global_step(sess, global_step_tensor):
   return int(sess.run(global_step_tensor))
 
 
+def global_step_after_run(run_context, global_step_tensor):
+  """The global step as the run of `run_context` left it, as an int.
+
+  Hooks called by a session that tracks the global step (one with step fusion or
+  scheduled hooks) find it in `run_context.global_step_after`, read with the
+  run's own outputs; others read it with a `session.run`, as v1's hooks did.
+  Either way a hook's `after_run` sees the value the run left, not changes that
+  hooks called before it made outside a run.
+  """
+  value = getattr(run_context, 'global_step_after', None)
+  if value is None:
+    return int(run_context.session.run(global_step_tensor))
+  return value
+
+
 def require_global_step(user):
   """Returns the global step variable, or raises v1's error naming `user`."""
   step = get_global_step()

@@ -131,10 +131,30 @@ class IdleHook(tfmon.train.SessionRunHook):
 def test_idle_hooks_are_called_only_when_due():
   global_step = tfmon.train.get_or_create_global_step()
   idle = [IdleHook() for _ in range(50)]
+  step = tfmon.train.op(lambda: global_step.assign_add(1))
   with tfmon.train.MonitoredSession(hooks=idle) as sess:
     for _ in range(2000):
-      sess.run(tfmon.train.op(lambda: global_step.assign_add(1)))
+      sess.run(step)
   assert all(hook.seen == [(1000, 1000), (2000, 1000)] for hook in idle)
+
+
+@pytest.mark.parametrize('steps_per_loop', [1, 10])
+def test_hooks_see_the_global_step_the_run_left(steps_per_loop):
+  global_step = tfmon.train.get_or_create_global_step()
+  reads = []
+
+  class ReadsAfterRun(IdleHook):
+
+    def after_run(self, run_context, run_values):
+      reads.append((tfmon.train.global_step_after_run(run_context, global_step),
+                    int(global_step.numpy())))
+
+  with tfmon.train.MonitoredSession(hooks=[ReadsAfterRun()],
+                                    steps_per_loop=steps_per_loop) as sess:
+    step = tfmon.train.op(lambda: global_step.assign_add(1))
+    while global_step.numpy() < 2000:
+      sess.run(step)
+  assert reads == [(1000, 1000), (2000, 2000)]
 
 
 def test_fused_runs_of_any_length_share_one_trace():

@@ -40,7 +40,7 @@ def _value_to_numpy(value):
 _RECORD = {True: tf.constant(True), False: tf.constant(False)}
 
 
-def _flat_caller(concrete):
+def flat_caller(concrete):
   """A fast way to call a concrete function with a flat list of tensors.
 
   Function.__call__ and ConcreteFunction.__call__ re-bind and re-validate their
@@ -85,7 +85,7 @@ class CompiledCall:
         e.add_note(f'(raised while tracing step functions {self.plan.step_names} '
                    'into the compiled call of run())')
       raise
-    caller = _flat_caller(concrete)
+    caller = flat_caller(concrete)
     self._callers[signature] = caller
     self._graphs[signature] = concrete.graph
     return caller

@@ -101,7 +101,8 @@ class CheckpointSaverHook(SessionRunHook):
     stale_global_step = run_values.results
     if self._timer.should_trigger_for_step(stale_global_step + 1):
       # The fetched value is from before the step: read the real one.
-      global_step = int(run_context.session.run(self._global_step_tensor))
+      global_step = training_util.global_step_after_run(
+          run_context, self._global_step_tensor)
       if self._timer.should_trigger_for_step(global_step):
         self._timer.update_last_triggered_step(global_step)
         if self._save(run_context.session, global_step):

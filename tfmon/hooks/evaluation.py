@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tfmon import summaries
 from tfmon.compiled.fetch_plan import describe
-from tfmon.training_util import require_global_step
+from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
 
@@ -304,7 +304,7 @@ class EvaluationHook(SessionRunHook):
     return sorted(list(self._eval_keys) + list(self._metrics))
 
   def begin(self):
-    self._global_step_tensor = require_global_step('EvaluationHook')
+    self._global_step_tensor = training_util.require_global_step('EvaluationHook')
     if self._timer is not None:
       self._timer.reset()
     self._results_by_step = collections.OrderedDict()
@@ -336,7 +336,8 @@ class EvaluationHook(SessionRunHook):
     stale_global_step = int(run_values.results)
     if self._timer.should_trigger_for_step(stale_global_step + 1):
       # The fetched value is from before the step: read the real one.
-      global_step = int(run_context.session.run(self._global_step_tensor))
+      global_step = training_util.global_step_after_run(
+          run_context, self._global_step_tensor)
       if self._timer.should_trigger_for_step(global_step):
         self._timer.update_last_triggered_step(global_step)
         self._evaluate(run_context.session, global_step)

@@ -5,7 +5,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from tfmon.training_util import require_global_step
+from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 
 # The staging directory of the trace a ProfilerHook started and has not stopped,
@@ -140,7 +140,7 @@ class ProfilerHook(SessionRunHook):
     self._next_step = None
     self._tracing = False
     self._timer.reset()
-    self._global_step_tensor = require_global_step('ProfilerHook')
+    self._global_step_tensor = training_util.require_global_step('ProfilerHook')
 
   def before_run(self, run_context):
     self._request_profile = (
@@ -162,7 +162,8 @@ class ProfilerHook(SessionRunHook):
       self._timer.update_last_triggered_step(stale_global_step)
     global_step = stale_global_step + 1
     if self._request_profile:
-      global_step = int(run_context.session.run(self._global_step_tensor))
+      global_step = training_util.global_step_after_run(
+          run_context, self._global_step_tensor)
       self._timer.update_last_triggered_step(global_step)
       if traced:
         self._save(global_step)

@@ -55,6 +55,7 @@ class StopAtStepHook(SessionRunHook):
     if global_step >= self._last_step:
       # The fetched value is the global step before this run's steps: read it
       # again to see whether this run incremented it.
-      step = run_context.session.run(self._global_step_tensor)
+      step = training_util.global_step_after_run(
+          run_context, self._global_step_tensor)
       if step >= self._last_step:
         run_context.request_stop()

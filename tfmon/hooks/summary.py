@@ -97,7 +97,8 @@ class SummarySaverHook(SessionRunHook):
   def after_run(self, run_context, run_values):
     global_step = int(run_values.results['global_step']) + 1
     if self._next_step is None or self._request_summary:
-      global_step = int(run_context.session.run(self._global_step_tensor))
+      global_step = training_util.global_step_after_run(
+          run_context, self._global_step_tensor)
     if self._request_summary:
       self._timer.update_last_triggered_step(global_step)
     self._next_step = global_step + 1
@@ -158,7 +159,8 @@ class StepCounterHook(SessionRunHook):
   def after_run(self, run_context, run_values):
     stale_global_step = int(run_values.results)
     if self._timer.should_trigger_for_step(stale_global_step + 1):
-      global_step = int(run_context.session.run(self._global_step_tensor))
+      global_step = training_util.global_step_after_run(
+          run_context, self._global_step_tensor)
       if self._timer.should_trigger_for_step(global_step):
         elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(
             global_step)

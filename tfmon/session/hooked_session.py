@@ -78,6 +78,10 @@ class HookedSession(WrappedSession):
       outputs, global_step_after, steps = self._sess.run_fused(
           all_fetches, len(tf.nest.flatten(fetches)), steps, target,
           schedule.global_step)
+    if schedule is not None:
+      # Read with the run's outputs: a hook need not read it again (each separate
+      # TensorFlow call right after a run costs ~0.4 ms on a 2-core machine).
+      run_context.global_step_after = global_step_after
     for hook in hooks:
       if schedule is not None:
         run_context.steps_run = schedule.steps_run(hook, steps)
