@@ -13,18 +13,23 @@ def _batches():
     yield {'x': np.full([2], i, np.float32), 'scale': float(i + 1)}
 
 
-def test_feeds_a_new_value_every_run_without_retracing():
+@pytest.mark.parametrize('steps_per_loop', [1, 10])
+def test_feeds_a_new_value_every_run_without_retracing(steps_per_loop):
   traces = []
+  global_step = tfmon.train.get_or_create_global_step()
 
   def step(x, scale):
     traces.append(1)
+    global_step.assign_add(1)
     return {'y': tf.reduce_sum(x) * scale}
 
   batches = _batches()
   hook = FeedFnHook(lambda: next(batches))
-  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+  # With step fusion, runs stay one step each: every step needs its feeds.
+  with tfmon.train.MonitoredSession(hooks=[hook], steps_per_loop=steps_per_loop) as sess:
     results = [float(sess.run(step)['y']) for _ in range(4)]
   assert results == [0.0, 2 * 2.0, 4 * 3.0, 6 * 4.0]  # sum(x) * scale for i = 0..3
+  assert global_step.numpy() == 4
   assert len(traces) == 1
 
 

@@ -65,13 +65,16 @@ def _executions_of_profiled_step(run_dir):
   return count
 
 
-def _train(hook, last_step):
+def _train(hook, last_step, steps_per_loop=1):
   global_step, step = _step()
+  runs = 0
   with tfmon.train.MonitoredSession(
-      hooks=[hook, tfmon.train.StopAtStepHook(last_step=last_step)]) as sess:
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=last_step)],
+      steps_per_loop=steps_per_loop) as sess:
     while not sess.should_stop():
       sess.run(step)  # fetched, so the named op is not pruned from the call
-  return global_step
+      runs += 1
+  return runs
 
 
 def test_profiles_only_triggered_steps_as_v1(tmp_path, caplog):
@@ -86,6 +89,16 @@ def test_profiles_only_triggered_steps_as_v1(tmp_path, caplog):
             in caplog.text)
   # Nothing else is left in output_dir: staging is cleaned up.
   assert os.listdir(tmp_path) == ['plugins']
+
+
+def test_fused_runs_stop_short_so_that_each_profiled_step_runs_alone(tmp_path):
+  runs = _train(ProfilerHook(save_steps=5, output_dir=str(tmp_path)), last_step=23,
+                steps_per_loop=10)
+  assert _profiled_steps(tmp_path) == [5, 10, 15, 20]  # as one step per run
+  for run in _runs(tmp_path):
+    assert _executions_of_profiled_step(tmp_path / 'plugins' / 'profile' / run) == 1
+  # Runs: step 1 (starts the timer), 2-4, 5, 6-9, 10, 11-14, 15, 16-19, 20, 21-23.
+  assert runs == 10
 
 
 def test_save_secs_profiles_after_that_many_seconds(tmp_path):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
+from tfmon.hooks.timing import steps_until_trigger
 
 # The staging directory of the trace a ProfilerHook started and has not stopped,
 # or None. TensorFlow allows one profiler per process, and a run that raises
@@ -134,6 +135,7 @@ class ProfilerHook(SessionRunHook):
     self._show_memory = show_memory
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_secs=save_secs, every_steps=save_steps)
+    self._save_steps = save_steps
 
   def begin(self):
     _discard_unfinished_trace()  # left by a session that raised mid-run
@@ -141,6 +143,17 @@ class ProfilerHook(SessionRunHook):
     self._tracing = False
     self._timer.reset()
     self._global_step_tensor = training_util.require_global_step('ProfilerHook')
+
+  def steps_until_observed(self, global_step):
+    """Fused runs stop one step short of a profiled step, so that it runs alone.
+
+    The hook sees the run that ends one step before the trigger step, and then the
+    one-step run that reaches it. With `save_secs` (or before the first run
+    started the timer) it sees every run, and runs stay one step.
+    """
+    if self._next_step is None:
+      return 1
+    return steps_until_trigger(self._timer, self._save_steps, global_step + 1)
 
   def before_run(self, run_context):
     self._request_profile = (
