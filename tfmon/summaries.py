@@ -4,8 +4,6 @@ import os
 
 import tensorflow as tf
 
-from tfmon.compiled import compiled_call
-
 _writers = {}
 
 
@@ -16,34 +14,6 @@ def writer_for(logdir):
   if writer is None:
     writer = _writers[logdir] = tf.summary.create_file_writer(logdir)
   return writer
-
-
-def scalar_writer(writer, tag):
-  """Returns `write(value, step)`, writing the scalar `tag` into `writer`.
-
-  For summaries written from Python between runs (StepCounterHook's
-  `global_step/sec`): an eager `tf.summary.scalar` runs its dozen ops one at a
-  time, 0.26-0.40 ms here; traced once and called through its flat entry point,
-  they cost 0.12-0.14 ms (measured in BUILD_NOTES.md).
-
-  Args:
-    writer: A `tf.summary.SummaryWriter`.
-    tag: The scalar's tag.
-  """
-  @tf.function(autograph=False)
-  def write(value, step):
-    with writer.as_default(step=step):
-      tf.summary.scalar(tag, value)
-
-  traced = []  # traced at the first write: a hook that never triggers never traces
-
-  def call(value, step):
-    if not traced:
-      traced.append(compiled_call.flat_caller(write.get_concrete_function(
-          tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64))))
-    traced[0]([tf.constant(value, tf.float32), tf.constant(step, tf.int64)])
-
-  return call
 
 
 def summary_ops(summary_op):

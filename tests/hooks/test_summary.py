@@ -67,18 +67,32 @@ def test_summary_saver_argument_errors(tmp_path):
     tfmon.train.SummarySaverHook(save_steps=1, summary_writer=str(tmp_path))
 
 
-def test_step_counter_records_and_logs_global_step_per_sec(tmp_path, caplog):
+@pytest.mark.parametrize('steps_per_loop', [1, 4])
+def test_step_counter_records_and_logs_global_step_per_sec(tmp_path, caplog,
+                                                           steps_per_loop):
   caplog.set_level(logging.INFO)
   job = Job()
   hook = tfmon.train.StepCounterHook(every_n_steps=5, output_dir=str(tmp_path))
+  written = []
   with tfmon.train.MonitoredSession(
-      hooks=[hook, tfmon.train.StopAtStepHook(last_step=12)]) as sess:
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=22)],
+      steps_per_loop=steps_per_loop) as sess:
     while not sess.should_stop():
       sess.run(tfmon.train.op(job.step))
+      tfmon.summaries.writer_for(str(tmp_path)).flush()
+      on_disk = _events(tmp_path)
+      written.append((int(job.global_step.numpy()),
+                      _steps(on_disk, 'global_step/sec')
+                      if 'global_step/sec' in on_disk.Tags()['tensors'] else []))
   events = _events(tmp_path)
-  assert _steps(events, 'global_step/sec') == [6, 11]  # v1: the first run starts the clock
+  # v1: the first run starts the clock.
+  assert _steps(events, 'global_step/sec') == [6, 11, 16, 21]
   assert all(rate > 0 for rate in _values(events, 'global_step/sec'))
-  assert caplog.text.count('global_step/sec: ') == 2
+  assert caplog.text.count('global_step/sec: ') == 4
+  # Each rate is written by the hook's next run (or at the end), in that run's
+  # compiled call: [6] after the run reaching step 11, and so on.
+  assert [(step, rates) for step, rates in written if step in (10, 11, 16)] == [
+      (10, []), (11, [6]), (16, [6, 11])]
 
 
 def test_step_counter_warns_when_the_global_step_does_not_increase(caplog):

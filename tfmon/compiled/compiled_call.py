@@ -102,6 +102,10 @@ class CompiledCall:
     else:
       tensors = []
       signature = ()
+    for position in self.plan.scalar_positions:
+      scalar = flat_fetches[position]
+      tensors += [tf.constant(scalar.value, tf.float32),
+                  tf.constant(scalar.step, tf.int64)]
     summaries = self.plan.summaries and flat_fetches[self.plan.summaries_position]
     if summaries and not self._fused:  # a fused plan's recording is structure
       tensors.append(_RECORD[bool(summaries.record)])

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 # Leaf kinds. A leaf's kind depends only on its Python type, so it is cached per
 # type and classifying a leaf on the hot path is one dict lookup.
-NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, INVALID = range(9)
+NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, WRITE_SCALAR, INVALID = range(10)
 
 # Layout codes for leaves that are not outputs of the compiled call.
 LAYOUT_NONE = -1
@@ -124,8 +124,31 @@ class StopIf:
     self.predicate = predicate
 
 
+class WriteScalar:
+  """Fetch: write the scalar `value` as summary `tag` at `step` into `writer`.
+
+  For values a hook computes in Python after a run (StepCounterHook's
+  `global_step/sec`): fetched in its next run, the write is part of that run's
+  compiled call instead of a TensorFlow call of its own. The leaf's result is None.
+
+  Args:
+    writer: A `tf.summary.SummaryWriter`.
+    tag: The summary tag.
+    value: A Python number.
+    step: The step to stamp it with.
+  """
+
+  __slots__ = ('writer', 'tag', 'value', 'step')
+
+  def __init__(self, writer, tag, value, step):
+    self.writer = writer
+    self.tag = tag
+    self.value = value
+    self.step = step
+
+
 _kind_by_type = {type(None): NONE, str: NAME, StepOp: OP, RecordSummaries: SUMMARIES,
-                 StopIf: STOP_IF}
+                 StopIf: STOP_IF, WriteScalar: WRITE_SCALAR}
 
 
 # Every type met as a fetch leaf so far (a live view: it grows with leaf_kind).
@@ -167,6 +190,8 @@ def leaf_key(leaf):
     return (kind, id(leaf.writer), id(leaf.global_step))
   if kind == STOP_IF:
     return (kind, leaf.name, leaf.predicate)
+  if kind == WRITE_SCALAR:  # the value and step are inputs of the call
+    return (kind, id(leaf.writer), leaf.tag)
   if kind == STEP:
     try:
       hash(leaf)
@@ -361,6 +386,8 @@ class FetchPlan:
     self._names = []
     self.summaries = None  # the RecordSummaries leaf of the call, if any
     self.summaries_position = None
+    self.scalar_positions = []  # positions of the WriteScalar leaves
+    self._scalars = []          # their (writer, tag)
     step_index = {}       # step function -> index in self._steps
     returning_steps = []  # indices of steps whose results are fetched
     layout = []           # per leaf: (source, index) or a layout code
@@ -374,6 +401,10 @@ class FetchPlan:
               'Two summary writers asked to record the same call; a call records '
               'into one writer. Give SummarySaverHooks the same output_dir.')
         self.summaries, self.summaries_position = leaf, position
+        layout.append(LAYOUT_NONE)
+      elif kind == WRITE_SCALAR:
+        self.scalar_positions.append(position)
+        self._scalars.append((leaf.writer, leaf.tag))
         layout.append(LAYOUT_NONE)
       elif kind == VALUE:
         if tf.is_symbolic_tensor(leaf):
@@ -462,17 +493,27 @@ class FetchPlan:
     scope.enter_context(tf.summary.record_if(record))
     return scope
 
+  def _write_scalars(self, inputs):
+    """Writes the WriteScalar leaves' values: inputs after the feeds, two each."""
+    first = len(self.feed_keys)
+    for i, (writer, tag) in enumerate(self._scalars):
+      value, step = inputs[first + 2 * i], inputs[first + 2 * i + 1]
+      with writer.as_default(step=step), tf.summary.record_if(True):
+        tf.summary.scalar(tag, value)
+
   def body(self, *inputs):
     """Runs one step of this call structure; traced by CompiledCall.
 
     Args:
-      *inputs: The feed values in `feed_keys` order, then, if the call records
-        summaries, the boolean `record`.
+      *inputs: The feed values in `feed_keys` order, the value and step of each
+        WriteScalar leaf, then, if the call records summaries, the boolean
+        `record`.
 
     Returns:
       The outputs: variable values, results of fetched steps, named tensors.
     """
     feeds = dict(zip(self.feed_keys, inputs))
+    self._write_scalars(inputs)
     step_start, record = None, None
     if self.summaries is not None:
       step_start = tf.cast(_read(self.summaries.global_step), tf.int64)
@@ -491,15 +532,17 @@ class FetchPlan:
     summary writer, so no loop iteration carries summary ops.
 
     Args:
-      *inputs: The feed values, then `max_steps` (int32) and `target` (int64):
-        the loop ends after `max_steps` iterations, once the global step reaches
-        `target`, or after an iteration where a StopIf condition holds.
+      *inputs: The feed values, the value and step of each WriteScalar leaf,
+        then `max_steps` (int32) and `target` (int64): the loop ends after
+        `max_steps` iterations, once the global step reaches `target`, or after
+        an iteration where a StopIf condition holds.
 
     Returns:
       The outputs of `body` as of the last iteration, then the global step after
       the call and the number of iterations run.
     """
     feeds = dict(zip(self.feed_keys, inputs))
+    self._write_scalars(inputs)
     max_steps, target = inputs[-2], inputs[-1]
     record = self.summaries is not None and self.summaries.record
     loop_steps = self._steps[:self._loop_step_count]

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tfmon import training_util
 from tfmon import summaries
-from tfmon.compiled.fetch_plan import RecordSummaries, op
+from tfmon.compiled.fetch_plan import RecordSummaries, WriteScalar, op
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
 
@@ -112,6 +112,10 @@ class StepCounterHook(SessionRunHook):
 
   Also warns (five times at most) when the global step does not increase.
 
+  The rate is logged at once and written into the event file by the hook's next
+  run (as part of that run's compiled call, not a TensorFlow call of its own),
+  or at the end of the session.
+
   Args:
     every_n_steps: Count every N steps.
     every_n_secs: Count every N seconds.
@@ -135,10 +139,9 @@ class StepCounterHook(SessionRunHook):
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('StepCounterHook')
     self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
-    if self._writer is not None:
-      self._write_rate = summaries.scalar_writer(self._writer, self._summary_tag)
     self._last_global_step = None
     self._seen_increase = False
+    self._unwritten = None  # (steps_per_sec, global_step) to write in the next run
     self._timer.reset()
 
   def steps_until_observed(self, global_step):
@@ -148,16 +151,24 @@ class StepCounterHook(SessionRunHook):
     return steps_until_trigger(self._timer, self._every_n_steps, global_step)
 
   def before_run(self, run_context):
-    return SessionRunArgs(self._global_step_tensor)
+    if self._unwritten is None:
+      return SessionRunArgs(self._global_step_tensor)
+    return SessionRunArgs([self._global_step_tensor,
+                           WriteScalar(self._writer, self._summary_tag,
+                                       *self._unwritten)])
 
   def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
     steps_per_sec = elapsed_steps / elapsed_time
     if self._writer is not None:
-      self._write_rate(steps_per_sec, global_step)
+      self._unwritten = (steps_per_sec, global_step)
     logging.info('%s: %g', self._summary_tag, steps_per_sec)
 
   def after_run(self, run_context, run_values):
-    stale_global_step = int(run_values.results)
+    if self._unwritten is not None:
+      self._unwritten = None  # this run wrote it
+      stale_global_step = int(run_values.results[0])
+    else:
+      stale_global_step = int(run_values.results)
     if self._timer.should_trigger_for_step(stale_global_step + 1):
       global_step = training_util.global_step_after_run(
           run_context, self._global_step_tensor)
@@ -181,5 +192,10 @@ class StepCounterHook(SessionRunHook):
     self._last_global_step = stale_global_step
 
   def end(self, session):
+    if self._unwritten is not None:  # no run left to write it
+      steps_per_sec, global_step = self._unwritten
+      self._unwritten = None
+      with self._writer.as_default():
+        tf.summary.scalar(self._summary_tag, steps_per_sec, step=global_step)
     if self._writer is not None:
       self._writer.flush()
