@@ -700,7 +700,42 @@ def _print_table(model_name, rounds, steps, warmup_steps, results, duties=Duties
       print(f'  {result.name:56s} {statistics.median(result.rates):9.1f} steps/s  '
             f'{statistics.median(result.ratios):6.3f}x (a)  '
             f'(rounds: {min(result.ratios):.3f} to {max(result.ratios):.3f})')
+  print("  issue 6's targets, as the median of same-round ratios:")
+  for target in targets(model_name, results, duties):
+    print(f'    {target}')
   sys.stdout.flush()
+
+
+def _same_round_ratio(results, name, baseline):
+  """Median over rounds of `name`'s rate over `baseline`'s in the same round."""
+  by_name = {result.name: result for result in results if not result.unavailable}
+  if name not in by_name or baseline not in by_name:
+    return None
+  return statistics.median(
+      rate / base for rate, base in zip(by_name[name].rates, by_name[baseline].rates))
+
+
+def targets(model_name, results, duties=Duties()):
+  """Issue 6's speed targets for `results` of `model_name`, one line each.
+
+  Tiny MLP: (b) at least TF1's MonitoredTrainingSession, (c) at least Keras fit
+  at the same steps_per_execution with no callbacks. CNN: (b) at least 0.98x and
+  (c) at least 1.0x the plain loop.
+  """
+  fused = TFMON_FUSED.format(fused=duties.fused_steps)
+  pairs = {
+      'mlp': [(TFMON, TF1, 1.0),
+              (fused, KERAS_BARE.format(fused=duties.fused_steps), 1.0)],
+      'cnn': [(TFMON, PLAIN, 0.98), (fused, PLAIN, 1.0)],
+  }[model_name]
+  lines = []
+  for name, baseline, needed in pairs:
+    ratio = _same_round_ratio(results, name, baseline)
+    if ratio is not None:
+      verdict = 'met' if ratio >= needed else 'NOT met'
+      lines.append(f'{name[:3]} / {baseline[:3]} = {ratio:.3f} (target >= {needed}): '
+                   f'{verdict}')
+  return lines
 
 
 def main():

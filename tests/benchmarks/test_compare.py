@@ -120,3 +120,20 @@ def test_a_session_without_steps_per_loop_makes_the_fused_variant_unavailable(
   monkeypatch.setattr(tfmon.train, 'MonitoredTrainingSession', without_fusion)
   with pytest.raises(compare.Unavailable, match='steps_per_loop not available'):
     compare.TfmonSession('mlp', str(tmp_path), 10, _DUTIES, steps_per_loop=2)
+
+
+def test_targets_compare_same_round_rates():
+  fused = compare.TFMON_FUSED.format(fused=100)
+  keras = compare.KERAS_BARE.format(fused=100)
+  results = [compare.Result(compare.PLAIN, [100, 200, 100]),
+             compare.Result(compare.TFMON, [98, 150, 97]),
+             compare.Result(compare.TF1, [100, 100, 99]),
+             compare.Result(fused, [330, 500, 340]),
+             # Faster in its median rate, slower in two rounds of three.
+             compare.Result(keras, [340, 800, 350])]
+  assert compare.targets('mlp', results) == [
+      '(b) / (d) = 0.980 (target >= 1.0): NOT met',
+      '(c) / (e) = 0.971 (target >= 1.0): NOT met']
+  assert compare.targets('cnn', results) == [
+      '(b) / (a) = 0.970 (target >= 0.98): NOT met',
+      '(c) / (a) = 3.300 (target >= 1.0): met']
