@@ -48,6 +48,25 @@ def test_new_feed_values_never_retrace(sess):
   assert step.traces == 1
 
 
+def test_a_step_function_made_anew_every_run_warns_once(sess, caplog):
+  counter = tf.Variable(0)
+  for _ in range(8):
+    sess.run(tfmon.train.op(lambda: counter.assign_add(1)))
+  assert counter.numpy() == 8
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
+  assert len(warnings) == 1
+  assert ('run() has traced 5 different step functions named '
+          'test_a_step_function_made_anew_every_run_warns_once.<locals>.<lambda>: '
+          'a step function created anew for every run') in warnings[0]
+  assert 'Create it once, before the loop.' in warnings[0]
+
+  caplog.clear()
+  step = tfmon.train.op(lambda: counter.assign_add(1))
+  for _ in range(8):
+    sess.run(step)
+  assert not [r for r in caplog.records if r.levelname == 'WARNING']
+
+
 def test_a_changed_feed_shape_relaxes_once(sess):
   step = _TraceCounter()
   for rows in (4, 2, 5, 7, 4):
