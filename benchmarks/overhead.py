@@ -156,11 +156,19 @@ def measure(model_fn, rounds, steps):
       variants[name](steps)
       rates[name].append(steps / (time.perf_counter() - start))
   baseline = rates['(a) plain tf.function loop']
-  return {
+  results = {
       name: (statistics.median(r),
              statistics.median(x / b for x, b in zip(r, baseline)))
       for name, r in rates.items()
   }
+  return results, idle_hooks_ratio(rates)
+
+
+def idle_hooks_ratio(rates):
+  """Median same-round rate of (e) over (b): what 50 idle hooks cost a run."""
+  return statistics.median(
+      e / b for e, b in zip(rates['(e) (b) + 50 idle hooks'],
+                            rates['(b) MonitoredSession, no hooks']))
 
 
 def main():
@@ -178,10 +186,12 @@ def main():
   for name in names:
     model_fn, default_rounds, default_steps = models[name]
     rounds = args.rounds or default_rounds
-    results = measure(model_fn, rounds, args.steps or default_steps)
+    results, idle_ratio = measure(model_fn, rounds, args.steps or default_steps)
     print(f'{name}: median of {rounds} interleaved rounds')
     for variant, (rate, ratio) in results.items():
       print(f'  {variant:40s} {rate:9.1f} steps/s  {ratio:5.3f}x (a)')
+    print(f'  (e) / (b) in the same round: {idle_ratio:.3f} (50 idle hooks may cost '
+          f'at most 5%: {"met" if idle_ratio >= 0.95 else "NOT met"})')
 
 
 if __name__ == '__main__':
