@@ -32,7 +32,7 @@ __all__ = [
     'SessionRunHook', 'SessionRunValues', 'SingularMonitoredSession',
     'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
     'create_global_step', 'get_global_step', 'get_or_create_global_step',
-    'global_step', 'global_step_after_run', 'make_early_stopping_hook', 'op', 'read_eval_metrics',
-    'stop_if_higher_hook', 'stop_if_lower_hook', 'stop_if_no_decrease_hook',
-    'stop_if_no_increase_hook',
+    'global_step', 'global_step_after_run', 'make_early_stopping_hook', 'op',
+    'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
+    'stop_if_no_decrease_hook', 'stop_if_no_increase_hook',
 ]

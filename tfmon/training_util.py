@@ -39,10 +39,10 @@ def global_step_after_run(run_context, global_step_tensor):
   """The global step as the run of `run_context` left it, as an int.
 
   Hooks called by a session that tracks the global step (one with step fusion or
-  scheduled hooks) find it in `run_context.global_step_after`, read with the
-  run's own outputs; others read it with a `session.run`, as v1's hooks did.
-  Either way a hook's `after_run` sees the value the run left, not changes that
-  hooks called before it made outside a run.
+  hooks that declare when they need a run) find it in
+  `run_context.global_step_after`, read with the run's own outputs, without a
+  TensorFlow call of their own; elsewhere it is read with `session.run`, as v1's
+  hooks did (which also sees changes that earlier hooks' `after_run` made).
   """
   value = getattr(run_context, 'global_step_after', None)
   if value is None:

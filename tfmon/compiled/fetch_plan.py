@@ -36,7 +36,8 @@ import tensorflow as tf
 
 # Leaf kinds. A leaf's kind depends only on its Python type, so it is cached per
 # type and classifying a leaf on the hot path is one dict lookup.
-NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, WRITE_SCALAR, INVALID = range(10)
+(NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, WRITE_SCALAR,
+ INVALID) = range(10)
 
 # Layout codes for leaves that are not outputs of the compiled call.
 LAYOUT_NONE = -1

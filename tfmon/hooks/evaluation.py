@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfmon import summaries
-from tfmon.compiled.fetch_plan import describe
 from tfmon import training_util
+from tfmon.compiled.fetch_plan import describe
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
 
