@@ -56,12 +56,15 @@ class HookedSession(WrappedSession):
     all_fetches = [fetches]
     result_index = {}  # hook -> its index in all_fetches
     schedule = self._schedule
+    caller_leaves = None  # flattened once, only by a fusing session
     if schedule is None:
       steps, hooks = 1, self._hooks
     else:
       # Only a fusing session needs to know whether this run could fuse steps.
-      steps, hooks = schedule.plan(self._steps_per_loop > 1 and not feed_dict and
-                                   _has_step_function(fetches))
+      if self._steps_per_loop > 1 and not feed_dict:
+        caller_leaves = tf.nest.flatten(fetches)
+      steps, hooks = schedule.plan(caller_leaves is not None and
+                                   _has_step_function(caller_leaves))
     feed_dict = self._call_hook_before_run(
         run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
     run_metadata = run_metadata or tf.compat.v1.RunMetadata()
@@ -74,9 +77,8 @@ class HookedSession(WrappedSession):
                                run_metadata=run_metadata)
       global_step_after = int(outputs.pop())
     else:
-      target = schedule.target if schedule.target < _NO_TARGET else _NO_TARGET
       outputs, global_step_after, steps = self._sess.run_fused(
-          all_fetches, len(tf.nest.flatten(fetches)), steps, target,
+          all_fetches, len(caller_leaves), steps, min(schedule.target, _NO_TARGET),
           schedule.global_step)
     if schedule is not None:
       # Read with the run's outputs: a hook need not read it again (each separate
@@ -129,10 +131,10 @@ class HookedSession(WrappedSession):
     return hook_feeds
 
 
-def _has_step_function(fetches):
-  """Whether `fetches` runs a step function: only then can a run fuse steps."""
+def _has_step_function(leaves):
+  """Whether flat fetch `leaves` run a step function: only then can a run fuse steps."""
   return any(fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)
-             for leaf in tf.nest.flatten(fetches))
+             for leaf in leaves)
 
 
 def _raise_if_feeds_intersect(feeds1, feeds2, message):
