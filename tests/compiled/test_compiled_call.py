@@ -167,3 +167,39 @@ def test_results_keep_the_structure_tf_nest_gives(sess):
   assert result == {'b': [1, (2, Point(3, 4))], 'a': {'z': 5, 'c': [6]}, 'n': None}
   assert list(result) == ['b', 'a', 'n']  # the caller's key order
   assert isinstance(result['b'][1][1], Point)
+
+
+def test_a_step_returning_nests_with_none_keeps_its_structure(sess):
+  def step(x):
+    return {'pair': (x, None), 'list': [x * 2.0], 'none': None}
+
+  result = sess.run([step, step], feed_dict={'x': np.float32(1.5)})
+  assert result[0] == {'pair': (1.5, None), 'list': [3.0], 'none': None}
+  assert result[1] == result[0]
+  assert isinstance(result[0]['list'][0], np.float32)
+
+
+def test_a_runtime_error_names_the_op_and_where_the_step_defined_it(sess):
+  def checked(x):
+    return tf.debugging.check_numerics(x, 'x is not finite')
+
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
+    sess.run(checked, feed_dict={'x': np.float32('nan')})
+  message = str(error.value)
+  assert 'x is not finite' in message
+  assert 'Detected at node' in message
+  assert 'test_compiled_call.py' in message  # the step's own source line
+  assert sess.run(checked, feed_dict={'x': np.float32(2.0)}) == 2.0
+
+
+def test_a_run_under_a_gradient_tape_gives_the_same_results(sess):
+  weight = tf.Variable(3.0)
+
+  def scaled(x):
+    return weight * x
+
+  assert sess.run(scaled, feed_dict={'x': 2.0}) == 6.0
+  with tf.GradientTape():  # TF records the call: the session's slower path
+    assert sess.run(scaled, feed_dict={'x': 2.0}) == 6.0
+    assert sess.run([scaled, weight], feed_dict={'x': 1.0}) == [3.0, 3.0]
+

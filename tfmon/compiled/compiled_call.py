@@ -8,10 +8,17 @@ changes relaxes that dimension to None once, as tf.function's reduce_retracing d
 """
 
 import collections
+import itertools
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
+# Internals for calling a traced function without TF's per-call Python (flat_caller).
+from tensorflow.python.eager import cancellation
+from tensorflow.python.eager import context
+from tensorflow.python.eager import execute
+from tensorflow.python.eager import record
+from tensorflow.python.eager.polymorphic_function import atomic_function
 
 from tfmon.compiled import fetch_plan
 
@@ -30,12 +37,6 @@ def _feed_tensor(key, value):
         'Feed numpy arrays, Python numbers or tensors.') from None
 
 
-def _to_numpy(output):
-  if isinstance(output, tf.Tensor):
-    return output.numpy()
-  return tf.nest.map_structure(lambda t: None if t is None else t.numpy(), output)
-
-
 def _value_to_numpy(value):
   return value.numpy() if isinstance(value, tf.Tensor) else np.asarray(value)
 
@@ -44,18 +45,76 @@ _RECORD = {True: tf.constant(True), False: tf.constant(False)}
 
 
 def flat_caller(concrete):
-  """A fast way to call a concrete function with a flat list of tensors.
+  """Returns `call(tensors)`: runs `concrete` on a flat list of input tensors and
+  returns its flat output tensors (no None among them).
 
-  Function.__call__ and ConcreteFunction.__call__ re-bind and re-validate their
-  arguments on every call: on a tiny model that is over a third of a step (see
-  BUILD_NOTES.md). Our arguments are already a flat list of tensors matching the
-  traced signature, so we call the concrete function's flat entry point, and fall
-  back to the public call if a TensorFlow version lacks it.
+  `ConcreteFunction._call_flat` spends about half of a small step's call in
+  Python: gradient-tape checks, error-interpolation context managers and
+  rebuilding the output structure with tf.nest (a 64x64 matmul step: 122 µs a
+  call, against 65 µs executing the function as one op; BUILD_NOTES.md). When no gradient tape
+  could record and no cancellation scope is active, TensorFlow itself runs the
+  function's forward graph as one op; we do that directly, interpolating a
+  runtime error's node tracebacks as TensorFlow would, and leave the output
+  structure to CompiledCall. Otherwise, or on a TensorFlow version without these
+  internals, it goes through `_call_flat`.
   """
-  call_flat = getattr(concrete, '_call_flat', None)
-  if call_flat is None:
-    return lambda tensors: concrete(*tensors)
-  return lambda tensors: call_flat(tensors, concrete.captured_inputs)
+  captures = getattr(concrete, '_captured_inputs', None)
+  function = getattr(concrete, '_inference_function', None)
+  name = getattr(function, 'name', None)
+  if captures is None or name is None or not hasattr(record, 'could_possibly_record'):
+    return _structured_caller(concrete)
+  num_outputs = len(concrete.outputs)
+  op_name = name.decode() if isinstance(name, bytes) else name
+  # Captured inputs are variable handles and constants, fixed once traced; a
+  # capture made by reference (a callable) is read anew at every call.
+  fixed_captures = None if any(map(callable, captures)) else concrete.captured_inputs
+  ctx = context.context()
+  attrs_for = {}  # FunctionCallOptions object -> its attrs (set per thread, rarely)
+  fallback = _structured_caller(concrete)
+
+  def call(tensors):
+    if record.could_possibly_record() or cancellation.context() is not None:
+      return fallback(tensors)
+    options = ctx.function_call_options
+    attrs = attrs_for.get(id(options))
+    if attrs is None:
+      attrs = attrs_for[id(options)] = tuple(
+          itertools.chain(*options.as_attrs().items()))
+    inputs = tensors + (fixed_captures if fixed_captures is not None
+                        else concrete.captured_inputs)
+    try:
+      return execute.quick_execute(op_name, num_outputs, inputs, attrs, ctx)
+    except tf.errors.OpError:
+      # Adds where in the user's step the failing op was defined, as TF does.
+      with atomic_function.InterpolateRuntimeError(function):
+        raise
+
+  return call
+
+
+def _structured_caller(concrete):
+  def call(tensors):
+    outputs = concrete._call_flat(tensors, concrete.captured_inputs)  # pylint: disable=protected-access
+    return [t for t in tf.nest.flatten(outputs) if t is not None]
+  return call
+
+
+def _unpacker(structured_outputs):
+  """Returns a function from a call's flat numpy outputs to what `body` returned.
+
+  The flat outputs of a concrete function are the tensors of its structured
+  outputs in tf.nest order, without the Nones.
+  """
+  if all(isinstance(t, tf.Tensor) for t in structured_outputs):
+    return lambda values: values  # the common case: one tensor per output
+  present = [t is not None for t in tf.nest.flatten(structured_outputs)]
+  template = tf.nest.map_structure(lambda _: None, structured_outputs)
+
+  def unpack(values):
+    values = iter(values)
+    return _pack(template, [next(values) if p else None for p in present])
+
+  return unpack
 
 
 class CompiledCall:
@@ -69,7 +128,8 @@ class CompiledCall:
     self.plan = plan
     self._fused = plan.loop_leaves is not None
     self._function = tf.function(plan.fused_body if self._fused else plan.body)
-    self._callers = {}  # feed signature (dtype and shape per feed) -> flat caller
+    # feed signature (dtype and shape per feed) -> (flat caller, unpacker)
+    self._callers = {}
     self._graphs = {}   # feed signature -> traced graph
     self._specs = None  # the feed specs traced last, relaxed across shapes
 
@@ -88,7 +148,7 @@ class CompiledCall:
         e.add_note(f'(raised while tracing step functions {self.plan.step_names} '
                    'into the compiled call of run())')
       raise
-    caller = flat_caller(concrete)
+    caller = flat_caller(concrete), _unpacker(concrete.structured_outputs)
     self._callers[signature] = caller
     self._graphs[signature] = concrete.graph
     return caller
@@ -115,8 +175,9 @@ class CompiledCall:
     if self._fused:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
-    caller = self._callers.get(signature) or self._caller_for(tensors, signature)
-    outputs = [_to_numpy(output) for output in caller(tensors)]
+    call, unpack = (self._callers.get(signature) or
+                    self._caller_for(tensors, signature))
+    outputs = unpack([output.numpy() for output in call(tensors)])
     if summaries and summaries.write_graph:
       with summaries.writer.as_default():
         tf.summary.graph(self._graphs[signature])
