@@ -203,3 +203,20 @@ def test_a_run_under_a_gradient_tape_gives_the_same_results(sess):
     assert sess.run(scaled, feed_dict={'x': 2.0}) == 6.0
     assert sess.run([scaled, weight], feed_dict={'x': 1.0}) == [3.0, 3.0]
 
+
+def test_run_counting_counts_a_constant_increment_and_reads_any_other(sess):
+  global_step = tf.Variable(0, dtype=tf.int64)
+  adds_two = tfmon.train.op(lambda: global_step.assign_add(2))
+  # Counted from the value given, not read: proof that no read was made.
+  assert sess.run_counting(adds_two, None, global_step, 100) == (None, 102)
+  assert global_step.numpy() == 2
+  # With no value before, read as the call left it.
+  assert sess.run_counting(adds_two, None, global_step, None) == (None, 4)
+
+  def adds_fed(n):
+    global_step.assign_add(n)
+    return {'n': n}
+
+  # Data-dependent: read, whatever value is given.
+  assert sess.run_counting(adds_fed, {'n': np.int64(3)}, global_step, 100) == (
+      {'n': 3}, 7)

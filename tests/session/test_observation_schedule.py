@@ -241,3 +241,80 @@ def test_evaluation_and_early_stopping_see_the_same_steps_fused():
   assert list(fused) == list(unfused) == [4, 8, 10]
   for step in fused:
     assert fused[step]['loss'] == pytest.approx(unfused[step]['loss'], rel=1e-6)
+
+
+class WatchesEveryRun(tfmon.train.SessionRunHook):
+  """Called on every run, as a built-in hook that declares it: sees counted runs.
+
+  Keeps, per run, the global step the session says the run left and the
+  variable's own value.
+  """
+
+  observes_fused_runs = True
+
+  def __init__(self, global_step):
+    self.global_step = global_step
+    self.seen = []
+
+  def after_run(self, run_context, run_values):
+    self.seen.append((tfmon.train.global_step_after_run(run_context, self.global_step),
+                      int(self.global_step.numpy())))
+
+
+def test_a_counted_global_step_stays_exact_across_calls_the_session_did_not_make():
+  global_step = tfmon.train.get_or_create_global_step()
+  watcher = WatchesEveryRun(global_step)
+  step = tfmon.train.op(lambda: global_step.assign_add(3))
+
+  def one_raw_run_then_a_hooked_one(step_context):
+    step_context.session.run(step)  # the raw session: no hooks see it
+    return step_context.run_with_hooks(step)
+
+  with tfmon.train.MonitoredSession(hooks=[watcher]) as sess:
+    for _ in range(3):
+      sess.run(step)
+    for _ in range(2):
+      sess.run_step_fn(one_raw_run_then_a_hooked_one)
+    sess.run(step)
+  assert [told for told, _ in watcher.seen] == [3, 6, 9, 15, 21, 24]
+  assert all(told == actual for told, actual in watcher.seen)
+
+
+def test_a_run_that_raised_makes_the_next_one_read_the_global_step():
+  global_step = tfmon.train.get_or_create_global_step()
+  watcher = WatchesEveryRun(global_step)
+
+  def step(x):
+    with tf.control_dependencies([global_step.assign_add(1)]):
+      return tf.debugging.check_numerics(x, 'x is not finite')
+
+  with tfmon.train.SingularMonitoredSession(hooks=[watcher]) as sess:
+    sess.run(tfmon.train.op(step), feed_dict={'x': 1.0})
+    with pytest.raises(tf.errors.InvalidArgumentError, match='x is not finite'):
+      sess.run(tfmon.train.op(step), feed_dict={'x': np.nan})
+    sess.run(tfmon.train.op(step), feed_dict={'x': 1.0})
+  assert watcher.seen == [(1, 1), (3, 3)]  # the failed run added one too
+
+
+def test_a_due_hook_sees_a_global_step_changed_outside_runs():
+  global_step = tfmon.train.get_or_create_global_step()
+  reads = []
+
+  class EveryTenSteps(tfmon.train.SessionRunHook):
+
+    def steps_until_observed(self, value):
+      return 10 - value % 10
+
+    def after_run(self, run_context, run_values):
+      reads.append((tfmon.train.global_step_after_run(run_context, global_step),
+                    int(global_step.numpy())))
+
+  step = tfmon.train.op(lambda: global_step.assign_add(1))
+  with tfmon.train.MonitoredSession(hooks=[EveryTenSteps()]) as sess:
+    for _ in range(4):
+      sess.run(step)
+    global_step.assign_add(100)  # eager code between runs: no run counts it
+    for _ in range(16):
+      sess.run(step)
+  # Due when the counted step reaches 10, it reads the variable: 110, then 120.
+  assert reads == [(110, 110), (120, 120)]

@@ -21,6 +21,7 @@ from tensorflow.python.eager import record
 from tensorflow.python.eager.polymorphic_function import atomic_function
 
 from tfmon.compiled import fetch_plan
+from tfmon.compiled import step_increment
 
 
 def _feed_tensor(key, value):
@@ -128,12 +129,19 @@ class CompiledCall:
     self.plan = plan
     self._fused = plan.loop_leaves is not None
     self._function = tf.function(plan.fused_body if self._fused else plan.body)
-    # feed signature (dtype and shape per feed) -> (flat caller, unpacker)
+    self._reading = None  # (global step, tf.function of body that also reads it)
+    # (feed signature: dtype and shape per feed, reads global step) ->
+    # (flat caller, unpacker)
     self._callers = {}
-    self._graphs = {}   # feed signature -> traced graph
+    self._graphs = {}      # feed signature -> traced graph
+    self._increments = {}  # feed signature -> constant_increment of its graph
     self._specs = None  # the feed specs traced last, relaxed across shapes
 
-  def _caller_for(self, tensors, signature):
+  def _caller(self, tensors, signature, reads_global_step=None):
+    caller = self._callers.get((signature, reads_global_step is not None))
+    return caller or self._trace(tensors, signature, reads_global_step)
+
+  def _trace(self, tensors, signature, reads_global_step):
     specs = [tf.TensorSpec(t.shape, t.dtype) for t in tensors]
     if self._specs is not None:
       relaxed = [old.most_specific_common_supertype([new])
@@ -141,23 +149,50 @@ class CompiledCall:
       if all(spec is not None for spec in relaxed):
         specs = relaxed
     self._specs = specs
+    function = self._function
+    if reads_global_step is not None:
+      function = self._reading_function(reads_global_step)
     try:
-      concrete = self._function.get_concrete_function(*specs)
+      concrete = function.get_concrete_function(*specs)
     except Exception as e:
       if hasattr(e, 'add_note'):  # Python 3.11+
         e.add_note(f'(raised while tracing step functions {self.plan.step_names} '
                    'into the compiled call of run())')
       raise
     caller = flat_caller(concrete), _unpacker(concrete.structured_outputs)
-    self._callers[signature] = caller
-    self._graphs[signature] = concrete.graph
+    self._callers[signature, reads_global_step is not None] = caller
+    self._graphs.setdefault(signature, concrete.graph)
     return caller
 
-  def __call__(self, flat_fetches, feed_dict, loop=None):
+  def _reading_function(self, global_step):
+    """The plan's body returning, last, the global step as the call left it."""
+    if self._reading is None or self._reading[0] is not global_step:
+      body = self.plan.body
+      # Created after the steps' ops, so automatic control dependencies order
+      # the read after their assignments: the post-step value.
+      self._reading = global_step, tf.function(
+          lambda *inputs: body(*inputs) + [global_step.value()])
+    return self._reading[1]
+
+  def _increment(self, tensors, signature, global_step):
+    """What a call of this signature adds to `global_step`, or None if not constant."""
+    if signature not in self._increments:
+      self._caller(tensors, signature)  # traces the plain body if need be
+      self._increments[signature] = step_increment.constant_increment(
+          self._graphs[signature], global_step)
+    return self._increments[signature]
+
+  def __call__(self, flat_fetches, feed_dict, loop=None, global_step=None,
+               value_before=None):
     """Runs the call and returns the flat results as numpy values.
 
     For a fused plan, `loop` is `(max_steps, target_global_step)`, and the
     return value is `(results, global_step_after, steps_run)`.
+
+    With `global_step` (unfused plans), the return value is `(results,
+    global_step_after)`: `value_before` plus the constant the traced call adds to
+    the global step, when it adds one and `value_before` is given; otherwise the
+    call reads the global step after its steps, as one more output.
     """
     if self.plan.feed_keys:
       tensors = [_feed_tensor(k, feed_dict[k]) for k in self.plan.feed_keys]
@@ -175,8 +210,13 @@ class CompiledCall:
     if self._fused:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
-    call, unpack = (self._callers.get(signature) or
-                    self._caller_for(tensors, signature))
+    increment = reads = None
+    if global_step is not None:
+      if value_before is not None:
+        increment = self._increment(tensors, signature, global_step)
+      if increment is None:
+        reads = global_step
+    call, unpack = self._caller(tensors, signature, reads)
     outputs = unpack([output.numpy() for output in call(tensors)])
     if summaries and summaries.write_graph:
       with summaries.writer.as_default():
@@ -191,6 +231,9 @@ class CompiledCall:
         results.append(_value_to_numpy(flat_fetches[position]))
     if self._fused:
       return results, int(outputs[-2]), int(outputs[-1])
+    if global_step is not None:
+      return results, (int(outputs[-1]) if reads is not None else
+                       value_before + increment)
     return results
 
 
@@ -250,12 +293,33 @@ class CallCompiler:
     Returns:
       The results, numpy values in the structure of `fetches`.
     """
+    return _pack(fetches, self._run(fetches, feed_dict))
+
+  def run_counting(self, fetches, feed_dict, global_step, value_before):
+    """Runs like `run`, and also returns the global step as the call left it.
+
+    Args:
+      fetches: A nest of fetch leaves (see FetchPlan).
+      feed_dict: None or a dict from step-function parameter names to values.
+      global_step: The global step variable.
+      value_before: Its value before this call, or None if not known. Given,
+        and when the traced call adds a constant to the global step, the value
+        after is counted rather than read (see step_increment).
+
+    Returns:
+      `(results, global_step_after)`.
+    """
+    results, global_step_after = self._run(
+        fetches, feed_dict, global_step=global_step, value_before=value_before)
+    return _pack(fetches, results), global_step_after
+
+  def _run(self, fetches, feed_dict, **counting):
     flat = tf.nest.flatten(fetches)
     feed_keys = tuple(feed_dict) if feed_dict else ()
     call, key = self._call_for(flat, feed_keys, None, None)
-    results = call(flat, feed_dict)
+    output = call(flat, feed_dict, **counting)
     self._calls[key] = call  # only once it traced and ran: a failed trace retries
-    return _pack(fetches, results)
+    return output
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step):

@@ -41,8 +41,10 @@ class HookedSession(WrappedSession):
     if global_step is not None and (
         steps_per_loop > 1 or any(declares_schedule(h) for h in hooks)):
       self._schedule = ObservationSchedule(hooks, steps_per_loop, global_step)
-      # One callable object for every run, so the call structure stays the same.
-      self._global_step_after = global_step.read_value
+    # The call count of the session below when the schedule last knew the
+    # global step: if it moved on, calls we did not make (a hook's or
+    # run_step_fn's own session.run, or a run that raised) may have changed it.
+    self._calls_seen = None
 
   def _check_stop(self):
     return self._should_stop
@@ -63,8 +65,11 @@ class HookedSession(WrappedSession):
       # Only a fusing session needs to know whether this run could fuse steps.
       if self._steps_per_loop > 1 and not feed_dict:
         caller_leaves = tf.nest.flatten(fetches)
+      if self._sess.calls_run != self._calls_seen:
+        schedule.value = None  # plan() reads it anew
       steps, hooks = schedule.plan(caller_leaves is not None and
                                    _has_step_function(caller_leaves))
+      self._calls_seen = self._sess.calls_run
     feed_dict = self._call_hook_before_run(
         run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
     run_metadata = run_metadata or tf.compat.v1.RunMetadata()
@@ -72,17 +77,24 @@ class HookedSession(WrappedSession):
       outputs = self._sess.run(all_fetches, feed_dict=feed_dict, options=options,
                                run_metadata=run_metadata)
     elif steps == 1:
-      outputs = self._sess.run(all_fetches + [self._global_step_after],
-                               feed_dict=feed_dict, options=options,
-                               run_metadata=run_metadata)
-      global_step_after = int(outputs.pop())
+      # The global step is counted when the call adds a known constant to it,
+      # else read with the outputs: reading it every run costs ~10 µs. A run
+      # in which hooks are due reads it anew, so what they act on (a checkpoint's
+      # step) is the variable's value even if something outside runs changed it.
+      known = self._sess.calls_run == self._calls_seen  # no before_run made calls
+      outputs, global_step_after = self._sess.run_counting(
+          all_fetches, feed_dict, schedule.global_step,
+          schedule.value if known else None)
+      if schedule.hooks_due:
+        global_step_after = int(schedule.global_step.numpy())
     else:
       outputs, global_step_after, steps = self._sess.run_fused(
           all_fetches, len(caller_leaves), steps, min(schedule.target, _NO_TARGET),
           schedule.global_step)
     if schedule is not None:
-      # Read with the run's outputs: a hook need not read it again (each separate
-      # TensorFlow call right after a run costs ~0.4 ms on a 2-core machine).
+      self._calls_seen = self._sess.calls_run
+      # Hooks need not read it again (each separate TensorFlow call right after
+      # a run costs ~0.4 ms on a 2-core machine).
       run_context.global_step_after = global_step_after
     for hook in hooks:
       if schedule is not None:

@@ -15,9 +15,10 @@ of the v1 protocol, duck-typed so v1 hooks need nothing):
 Every call sets `run_context.steps_run` for the hook being called: the number of
 steps since that hook last saw a run, this run's included.
 
-The schedule tracks the global step (read once, then from each run's output),
-so a run costs O(1) Python for idle hooks; the hooks due are only gathered when
-the run reaches the earliest due step.
+The schedule tracks the global step (read once, then as each run leaves it:
+counted when the run adds a known constant, else read with its outputs; see
+HookedSession), so a run costs O(1) Python for idle hooks; the hooks due are
+only gathered when the run reaches the earliest due step.
 """
 
 import math
@@ -48,24 +49,27 @@ class ObservationSchedule:
     self._single_steps = any(not declares_schedule(h) for h in hooks)
     self._bounding = [h for h in hooks if hasattr(h, 'steps_until_observed')]
     self._due = {}  # hook -> global step it must observe next (inf: never)
-    self._next_due = math.inf
-    self._value = None  # the global step value after the last run
+    self._next_due = None  # the earliest due step; None until the first plan
+    self.value = None  # the global step value after the last run
+    self.hooks_due = False  # whether the run planned last is a hook's due run
     self._steps_total = 0
     self._last_seen = {h: 0 for h in hooks}  # hook -> self._steps_total it last saw
 
   def plan(self, fetches_are_fusible):
     """Returns `(steps, hooks)` for the next run: its step budget and observers."""
-    if self._value is None:
-      self._value = int(self.global_step.numpy())
+    if self.value is None:  # first, or forgotten: calls the session did not make ran
+      self.value = int(self.global_step.numpy())
+    if self._next_due is None:
       for hook in self._bounding:
         self._reschedule(hook)
       self._next_due = min(self._due.values(), default=math.inf)
     steps = 1
     if fetches_are_fusible and not self._single_steps:
-      steps = int(max(1, min(self._steps_per_loop, self._next_due - self._value)))
-    if self._value + steps < self._next_due:
+      steps = int(max(1, min(self._steps_per_loop, self._next_due - self.value)))
+    self.hooks_due = self.value + steps >= self._next_due
+    if not self.hooks_due:
       return steps, self._every_run
-    end = self._value + steps
+    end = self.value + steps
     return steps, [h for h in self._hooks if h in self._every_run_set or
                    self._due.get(h, math.inf) <= end]
 
@@ -80,7 +84,7 @@ class ObservationSchedule:
 
   def after_run(self, global_step_value, steps_run, observers):
     """Records the run: the global step it reached and the hooks that saw it."""
-    self._value = global_step_value
+    self.value = global_step_value
     self._steps_total += steps_run
     rescheduled = False
     for hook in observers:
@@ -92,5 +96,5 @@ class ObservationSchedule:
       self._next_due = min(self._due.values(), default=math.inf)
 
   def _reschedule(self, hook):
-    steps = hook.steps_until_observed(self._value)
-    self._due[hook] = math.inf if steps is None else self._value + max(1, steps)
+    steps = hook.steps_until_observed(self.value)
+    self._due[hook] = math.inf if steps is None else self.value + max(1, steps)

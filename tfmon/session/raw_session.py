@@ -17,6 +17,9 @@ class RawSession:
   def __init__(self):
     self._compiler = CallCompiler()
     self._closed = False
+    # Compiled calls made so far: a session counting the global step (see
+    # run_counting) learns from it that calls it did not make ran in between.
+    self.calls_run = 0
 
   def set_jit_compile(self, jit_compile):
     """Compiles the step functions of calls traced from now on with XLA."""
@@ -38,8 +41,7 @@ class RawSession:
       RuntimeError: if the session is closed or `run` is called inside a tf.function.
     """
     del options, run_metadata  # accepted for v1 compatibility
-    if self._closed:
-      raise RuntimeError('Attempted to use a closed Session.')
+    self._check_open()
     if not tf.executing_eagerly():
       raise RuntimeError(
           'A tfmon session runs eagerly: call run() from Python, not inside a '
@@ -48,15 +50,31 @@ class RawSession:
       # v1 hooks read the global step this way after runs: an eager read is a
       # tenth of the cost of a compiled call, and gives the same value.
       return fetches.numpy()
+    self.calls_run += 1
     return self._compiler.run(fetches, feed_dict)
+
+  def run_counting(self, fetches, feed_dict, global_step, value_before):
+    """Runs like `run`, and returns `(results, global_step_after)`.
+
+    `value_before` is the global step before the call, or None if not known;
+    see CallCompiler.run_counting.
+    """
+    self._check_open()
+    self.calls_run += 1
+    return self._compiler.run_counting(fetches, feed_dict, global_step,
+                                       value_before)
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step):
     """Runs up to `max_steps` steps in one compiled call (see CallCompiler.run_fused)."""
-    if self._closed:
-      raise RuntimeError('Attempted to use a closed Session.')
+    self._check_open()
+    self.calls_run += 1
     return self._compiler.run_fused(fetches, loop_leaves, max_steps,
                                     target_global_step, global_step)
+
+  def _check_open(self):
+    if self._closed:
+      raise RuntimeError('Attempted to use a closed Session.')
 
   def close(self):
     self._closed = True
