@@ -245,27 +245,28 @@ def _pack(structure, flat_results):
   packs lists, tuples, namedtuples and dicts in tf.nest's order (dicts by sorted
   key, keeping the caller's key order in the result) and leaves other nests to it.
   """
-  results = iter(flat_results)
+  return _pack_node(structure, iter(flat_results))
 
-  def pack(node):
-    node_type = type(node)
-    if node_type is list:
-      return [pack(child) for child in node]
-    if node_type is tuple:
-      return tuple(pack(child) for child in node)
-    if node_type is dict:
-      packed = {key: pack(node[key]) for key in sorted(node)}
-      return {key: packed[key] for key in node}
-    if node_type in fetch_plan.LEAF_TYPES:
-      return next(results)
-    if isinstance(node, tuple) and hasattr(node_type, '_fields'):
-      return node_type(*(pack(child) for child in node))
-    if tf.nest.is_nested(node):
-      leaves = [next(results) for _ in tf.nest.flatten(node)]
-      return tf.nest.pack_sequence_as(node, leaves)
+
+def _pack_node(node, results):
+  # A module-level function, not a closure: a recursive closure is a reference
+  # cycle, and one per run kept Python's garbage collector busy (BUILD_NOTES.md).
+  node_type = type(node)
+  if node_type is list:
+    return [_pack_node(child, results) for child in node]
+  if node_type is tuple:
+    return tuple(_pack_node(child, results) for child in node)
+  if node_type is dict:
+    packed = {key: _pack_node(node[key], results) for key in sorted(node)}
+    return {key: packed[key] for key in node}
+  if node_type in fetch_plan.LEAF_TYPES:
     return next(results)
-
-  return pack(structure)
+  if isinstance(node, tuple) and hasattr(node_type, '_fields'):
+    return node_type(*(_pack_node(child, results) for child in node))
+  if tf.nest.is_nested(node):
+    leaves = [next(results) for _ in tf.nest.flatten(node)]
+    return tf.nest.pack_sequence_as(node, leaves)
+  return next(results)
 
 
 class CallCompiler:
