@@ -84,8 +84,9 @@ class SummarySaverHook(SessionRunHook):
     self._request_summary = (
         self._next_step is None or
         self._timer.should_trigger_for_step(self._next_step + steps - 1))
+    # No 'global_step' fetch, unlike v1's: the session gives the value the run
+    # left (global_step_after_run), and an output costs every run ~5 µs.
     requests = {
-        'global_step': self._global_step_tensor,
         'summaries': RecordSummaries(self._writer, self._request_summary,
                                      self._global_step_tensor,
                                      write_graph=self._next_step is None),
@@ -95,10 +96,8 @@ class SummarySaverHook(SessionRunHook):
     return SessionRunArgs(requests)
 
   def after_run(self, run_context, run_values):
-    global_step = int(run_values.results['global_step']) + 1
-    if self._next_step is None or self._request_summary:
-      global_step = training_util.global_step_after_run(
-          run_context, self._global_step_tensor)
+    global_step = training_util.global_step_after_run(
+        run_context, self._global_step_tensor)
     if self._request_summary:
       self._timer.update_last_triggered_step(global_step)
     self._next_step = global_step + 1
