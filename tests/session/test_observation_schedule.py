@@ -318,3 +318,25 @@ def test_a_due_hook_sees_a_global_step_changed_outside_runs():
       sess.run(step)
   # Due when the counted step reaches 10, it reads the variable: 110, then 120.
   assert reads == [(110, 110), (120, 120)]
+
+
+@pytest.mark.parametrize('steps_per_loop', [1, 10])
+def test_a_step_adding_two_stops_where_an_unfused_run_would(steps_per_loop):
+  global_step = tfmon.train.get_or_create_global_step()
+  runs = tf.Variable(0)
+
+  def step():
+    runs.assign_add(1)
+    global_step.assign_add(2)
+
+  with tfmon.train.MonitoredSession(
+      hooks=[tfmon.train.StopAtStepHook(last_step=27)],
+      steps_per_loop=steps_per_loop) as sess:
+    session_runs = 0
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(step))
+      session_runs += 1
+  assert global_step.numpy() == 28  # the first step to reach 27
+  assert runs.numpy() == 14
+  # Fused: 10 steps, then 4 ending exactly at the first step past 27.
+  assert session_runs == {1: 14, 10: 2}[steps_per_loop]

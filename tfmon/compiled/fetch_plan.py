@@ -34,6 +34,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from tfmon.compiled import step_increment
+
 # Leaf kinds. A leaf's kind depends only on its Python type, so it is cached per
 # type and classifying a leaf on the hot path is one dict lookup.
 (NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, WRITE_SCALAR,
@@ -579,10 +581,24 @@ class FetchPlan:
     flat = tf.nest.flatten(carried)
     present = [t is not None for t in flat]
     tensors = [t for t in flat if t is not None]
+    # So far the graph uses the global step only in the peeled iteration. If
+    # every iteration adds the same c > 0, "until the global step reaches the
+    # target" is a number of iterations, which spares the condition a variable
+    # read per iteration (~3 µs a step on a small model; BUILD_NOTES.md).
+    increment = step_increment.constant_increment(
+        tf.compat.v1.get_default_graph(), self._global_step)
+    reads_global_step = increment is None or increment < 0
+    if not reads_global_step:
+      more = (loop_target - global_step() + increment - 1) // increment
+      loop_limit = tf.cast(
+          tf.minimum(tf.cast(loop_limit, tf.int64), 1 + tf.maximum(more, 0)),
+          tf.int32)
 
     def condition(i, stop, *unused_tensors):
-      return tf.logical_and(tf.logical_and(i < loop_limit, tf.logical_not(stop)),
-                            global_step() < loop_target)
+      keep = tf.logical_and(i < loop_limit, tf.logical_not(stop))
+      if reads_global_step:
+        keep = tf.logical_and(keep, global_step() < loop_target)
+      return keep
 
     def loop_body(i, unused_stop, *unused_tensors):
       carried, stop = iteration(i)
