@@ -18,11 +18,12 @@ loss scalar summary every 100, global_step/sec every 100, the loss logged every
 Each variant is one training run of warm-up + rounds x steps steps, kept alive
 across rounds (so it traces once, before timing; Keras: one `fit` call a round,
 on the same model and callback objects); each round advances every variant by the
-same number of steps, in an order rotated every round. The graph-
-mode worker takes its turn in that order: the parent waits while it runs. Prints,
-per model, the median steps/sec of each variant and the median of its same-round
-ratios to (a) (the machines are shared and noisy: only same-round ratios mean
-anything).
+same number of steps, in an order rotated every round, with the objects alive
+after warm-up kept from the cycle collector (overhead.long_lived_objects_frozen).
+The graph-mode worker takes its turn in that order: the parent waits while it
+runs. Prints, per model, the median steps/sec of each variant and the median of
+its same-round ratios to (a) (the machines are shared and noisy: only same-round
+ratios mean anything).
 
   python -m benchmarks.compare [--model mlp|cnn|both] [--rounds N] [--steps N]
 """
@@ -666,12 +667,13 @@ def measure(model_name, rounds, steps, warmup_steps, directory, duties=Duties())
     for variant in variants:
       variant.run(warmup_steps)
     rates = collections.defaultdict(list)
-    for round_index in range(rounds):
-      # Rotate the order so that no variant always runs first (or after another).
-      shift = round_index % len(variants)
-      for variant in variants[shift:] + variants[:shift]:
-        steps_run, seconds = variant.run(steps)
-        rates[variant.name].append(steps_run / seconds)
+    with overhead.long_lived_objects_frozen():
+      for round_index in range(rounds):
+        # Rotate the order so that no variant always runs first (or after another).
+        shift = round_index % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+          steps_run, seconds = variant.run(steps)
+          rates[variant.name].append(steps_run / seconds)
     for variant in variants:
       variant.close()
     worker.close()

@@ -52,12 +52,12 @@ def flat_caller(concrete):
   `ConcreteFunction._call_flat` spends about half of a small step's call in
   Python: gradient-tape checks, error-interpolation context managers and
   rebuilding the output structure with tf.nest (a 64x64 matmul step: 122 µs a
-  call, against 65 µs executing the function as one op; BUILD_NOTES.md). When no gradient tape
-  could record and no cancellation scope is active, TensorFlow itself runs the
-  function's forward graph as one op; we do that directly, interpolating a
-  runtime error's node tracebacks as TensorFlow would, and leave the output
-  structure to CompiledCall. Otherwise, or on a TensorFlow version without these
-  internals, it goes through `_call_flat`.
+  call, against 65 µs executing the function as one op; BUILD_NOTES.md). When
+  no gradient tape could record and no cancellation scope is active, TensorFlow
+  itself runs the function's forward graph as one op; we do that directly,
+  interpolating a runtime error's node tracebacks as TensorFlow would, and leave
+  the output structure to CompiledCall. Otherwise, or on a TensorFlow version
+  without these internals, it goes through `_call_flat`.
   """
   captures = getattr(concrete, '_captured_inputs', None)
   function = getattr(concrete, '_inference_function', None)
