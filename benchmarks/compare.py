@@ -661,9 +661,16 @@ def measure(model_name, rounds, steps, warmup_steps, directory, duties=Duties())
       raise ValueError(f'{what} must be a positive multiple of {duties.fused_steps}, '
                        f'the fused variants\' steps per call; got {count}')
   last_step = warmup_steps + rounds * steps
+  fused = duties.fused_steps
+  # The order each round starts from (then rotated): each pair that a target
+  # compares runs side by side, so their same-round ratio spans seconds of the
+  # machine's drift, not a whole round's.
+  run_order = [KERAS_BARE.format(fused=fused), TFMON_FUSED.format(fused=fused), PLAIN,
+               TFMON, TF1, TF1_BARE, KERAS, KERAS_FUSED.format(fused=fused)]
   with contextlib.ExitStack() as stack:
     variants, worker, unavailable = _variants(model_name, directory, last_step, duties,
                                               stack)
+    variants.sort(key=lambda variant: run_order.index(variant.name))
     for variant in variants:
       variant.run(warmup_steps)
     rates = collections.defaultdict(list)
