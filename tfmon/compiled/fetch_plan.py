@@ -563,24 +563,36 @@ class FetchPlan:
           step_start, True if record_this_step else None):
         variable_values = [_read(v) for v in self._variables]
         results = [step(feeds) for step in loop_steps]
-      returned = _returned(results)
-      stops = []
+      return variable_values, results
+
+    def stop_condition(carried):
+      """Whether a StopIf condition holds after the step `carried` is from, or
+      None without StopIf fetches (then nothing about it enters the loop)."""
+      returned = _returned(carried[1])
+      holds = []
       for index, predicate in self._stop_conditions:
-        holds = predicate(_resolve_name(self._names[index], returned))
-        stops.append(holds if holds.shape.rank == 0 else tf.reduce_any(holds))
-      stop = functools.reduce(tf.logical_or, stops) if stops else tf.constant(False)
-      return (variable_values, results), stop
+        value = predicate(_resolve_name(self._names[index], returned, fused=True))
+        holds.append(value if value.shape.rank == 0 else tf.reduce_any(value))
+      return functools.reduce(tf.logical_or, holds) if holds else None
 
     # A recording run leaves its last step to run after the loop, under the
     # summary writer: the loop's steps then carry no summary ops at all.
     loop_limit = max_steps - 1 if record else max_steps
     loop_target = target - 1 if record else target
-    carried, stop = iteration(tf.constant(0))
+    carried = iteration(tf.constant(0))
     # The first iteration runs outside the loop so that the carried values (the
     # last iteration's results) have a structure and types to start from.
     flat = tf.nest.flatten(carried)
     present = [t is not None for t in flat]
-    tensors = [t for t in flat if t is not None]
+
+    def flatten(carried):
+      return [t for t in tf.nest.flatten(carried) if t is not None]
+
+    def unflatten(tensors):
+      tensors = iter(tensors)
+      return tf.nest.pack_sequence_as(
+          carried, [next(tensors) if p else None for p in present])
+
     # So far the graph uses the global step only in the peeled iteration. If
     # every iteration adds the same c > 0, "until the global step reaches the
     # target" is a number of iterations, which spares the condition a variable
@@ -594,36 +606,35 @@ class FetchPlan:
           tf.minimum(tf.cast(loop_limit, tf.int64), 1 + tf.maximum(more, 0)),
           tf.int32)
 
-    def condition(i, stop, *unused_tensors):
-      keep = tf.logical_and(i < loop_limit, tf.logical_not(stop))
+    # Stop conditions are evaluated here, on the carried values, rather than
+    # carried as a flag of their own: each loop variable costs every iteration
+    # (~3 µs a step on a small model; BUILD_NOTES.md).
+    def condition(i, *tensors):
+      keep = i < loop_limit
       if reads_global_step:
         keep = tf.logical_and(keep, global_step() < loop_target)
+      stop = stop_condition(unflatten(tensors))
+      if stop is not None:
+        keep = tf.logical_and(keep, tf.logical_not(stop))
       return keep
 
-    def loop_body(i, unused_stop, *unused_tensors):
-      carried, stop = iteration(i)
-      return (i + 1, stop, *[t for t in tf.nest.flatten(carried) if t is not None])
+    def loop_body(i, *unused_tensors):
+      return (i + 1, *flatten(iteration(i)))
 
+    tensors = flatten(carried)
     # parallel_iterations=1: a step must not start before the previous one ended.
-    steps_run, stop, *tensors = tf.while_loop(
-        condition, loop_body, [tf.constant(1), stop, *tensors], parallel_iterations=1,
-        shape_invariants=[tf.TensorShape([]), tf.TensorShape([])] +
-        [tf.TensorShape(None)] * len(tensors))
-    tensors = iter(tensors)
-    carried = tf.nest.pack_sequence_as(
-        carried, [next(tensors) if p else None for p in present])
+    steps_run, *tensors = tf.while_loop(
+        condition, loop_body, [tf.constant(1), *tensors], parallel_iterations=1,
+        shape_invariants=[tf.TensorShape([])] + [tf.TensorShape(None)] * len(tensors))
+    carried = unflatten(tensors)
     if record:
-      def last_step():
-        last, _ = iteration(steps_run, record_this_step=True)
-        return [t for t in tf.nest.flatten(last) if t is not None]
-
-      done = stop | (steps_run >= max_steps) | (global_step() >= target)
-      flat_last = tf.cond(
-          done, lambda: [t for t in tf.nest.flatten(carried) if t is not None],
-          last_step)
-      flat_last = iter(flat_last)
-      carried = tf.nest.pack_sequence_as(
-          carried, [next(flat_last) if p else None for p in present])
+      done = (steps_run >= max_steps) | (global_step() >= target)
+      stop = stop_condition(carried)
+      if stop is not None:
+        done = done | stop
+      carried = unflatten(tf.cond(
+          done, lambda: flatten(carried),
+          lambda: flatten(iteration(steps_run, record_this_step=True))))
       steps_run += tf.cast(tf.logical_not(done), tf.int32)
     variable_values, results = carried
     results = list(results)
