@@ -167,3 +167,17 @@ def test_run_after_close_says_the_session_is_closed():
   sess.close()
   with pytest.raises(RuntimeError, match='closed session'):
     sess.run(lambda: tf.constant(1))
+
+
+def test_a_hooked_run_inside_tf_function_is_refused():
+  tfmon.train.get_or_create_global_step()
+  hook = tfmon.train.StopAtStepHook(last_step=5)  # the session tracks the global step
+  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+
+    @tf.function
+    def nested():
+      return sess.run(lambda: tf.constant(1.0))
+
+    with pytest.raises(RuntimeError, match='A tfmon session runs eagerly: call run'):
+      nested()
+    assert sess.run(lambda: tf.constant(1.0)) == 1.0

@@ -5,6 +5,7 @@ import tensorflow as tf
 from tfmon import training_util
 from tfmon.compiled import fetch_plan
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
+from tfmon.session import raw_session
 from tfmon.session.observation_schedule import ObservationSchedule, declares_schedule
 from tfmon.session.wrapped_session import WrappedSession
 
@@ -50,6 +51,7 @@ class HookedSession(WrappedSession):
     return self._should_stop
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    raw_session.require_eager()  # before the hooks see a run that cannot happen
     if self.should_stop():
       raise RuntimeError('Run called even after should_stop requested.')
     run_context = SessionRunContext(

@@ -6,6 +6,14 @@ from tfmon.compiled import CallCompiler
 from tfmon.compiled import fetch_plan
 
 
+def require_eager():
+  """Raises unless running eagerly: runs are compiled calls made from Python."""
+  if not tf.executing_eagerly():
+    raise RuntimeError(
+        'A tfmon session runs eagerly: call run() from Python, not inside a '
+        'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
+
+
 class RawSession:
   """Runs fetches (section 2 of SPEC.md) as one compiled call, without hooks.
 
@@ -41,11 +49,7 @@ class RawSession:
       RuntimeError: if the session is closed or `run` is called inside a tf.function.
     """
     del options, run_metadata  # accepted for v1 compatibility
-    self._check_open()
-    if not tf.executing_eagerly():
-      raise RuntimeError(
-          'A tfmon session runs eagerly: call run() from Python, not inside a '
-          'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
+    self._check_usable()
     if not feed_dict and fetch_plan.leaf_kind(fetches) == fetch_plan.VARIABLE:
       # v1 hooks read the global step this way after runs: an eager read is a
       # tenth of the cost of a compiled call, and gives the same value.
@@ -59,7 +63,7 @@ class RawSession:
     `value_before` is the global step before the call, or None if not known;
     see CallCompiler.run_counting.
     """
-    self._check_open()
+    self._check_usable()
     self.calls_run += 1
     return self._compiler.run_counting(fetches, feed_dict, global_step,
                                        value_before)
@@ -67,14 +71,15 @@ class RawSession:
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step):
     """Runs up to `max_steps` steps in one compiled call (see CallCompiler.run_fused)."""
-    self._check_open()
+    self._check_usable()
     self.calls_run += 1
     return self._compiler.run_fused(fetches, loop_leaves, max_steps,
                                     target_global_step, global_step)
 
-  def _check_open(self):
+  def _check_usable(self):
     if self._closed:
       raise RuntimeError('Attempted to use a closed Session.')
+    require_eager()
 
   def close(self):
     self._closed = True
