@@ -70,17 +70,18 @@ def flat_caller(concrete):
   # capture made by reference (a callable) is read anew at every call.
   fixed_captures = None if any(map(callable, captures)) else concrete.captured_inputs
   ctx = context.context()
-  attrs_for = {}  # FunctionCallOptions object -> its attrs (set per thread, rarely)
+  # The context's FunctionCallOptions (replaced when the config changes) and
+  # its attrs; holding the object itself, so a new one is never taken for it.
+  cached = [None, None]
   fallback = _structured_caller(concrete)
 
   def call(tensors):
     if record.could_possibly_record() or cancellation.context() is not None:
       return fallback(tensors)
     options = ctx.function_call_options
-    attrs = attrs_for.get(id(options))
-    if attrs is None:
-      attrs = attrs_for[id(options)] = tuple(
-          itertools.chain(*options.as_attrs().items()))
+    if cached[0] is not options:
+      cached[:] = options, tuple(itertools.chain(*options.as_attrs().items()))
+    attrs = cached[1]
     inputs = tensors + (fixed_captures if fixed_captures is not None
                         else concrete.captured_inputs)
     try:
