@@ -130,7 +130,10 @@ class CompiledCall:
     self.plan = plan
     self._fused = plan.loop_leaves is not None
     self._function = tf.function(plan.fused_body if self._fused else plan.body)
-    self._reading = None  # (global step, tf.function of body that also reads it)
+    # The global step this call counts or reads (one for the session's life),
+    # and the tf.function of the body that also returns it.
+    self._global_step = None
+    self._reading = None
     # (feed signature: dtype and shape per feed, reads global step) ->
     # (flat caller, unpacker)
     self._callers = {}
@@ -138,8 +141,8 @@ class CompiledCall:
     self._increments = {}  # feed signature -> constant_increment of its graph
     self._specs = None  # the feed specs traced last, relaxed across shapes
 
-  def _caller(self, tensors, signature, reads_global_step=None):
-    caller = self._callers.get((signature, reads_global_step is not None))
+  def _caller(self, tensors, signature, reads_global_step=False):
+    caller = self._callers.get((signature, reads_global_step))
     return caller or self._trace(tensors, signature, reads_global_step)
 
   def _trace(self, tensors, signature, reads_global_step):
@@ -151,8 +154,8 @@ class CompiledCall:
         specs = relaxed
     self._specs = specs
     function = self._function
-    if reads_global_step is not None:
-      function = self._reading_function(reads_global_step)
+    if reads_global_step:
+      function = self._reading_function()
     try:
       concrete = function.get_concrete_function(*specs)
     except Exception as e:
@@ -161,26 +164,26 @@ class CompiledCall:
                    'into the compiled call of run())')
       raise
     caller = flat_caller(concrete), _unpacker(concrete.structured_outputs)
-    self._callers[signature, reads_global_step is not None] = caller
+    self._callers[signature, reads_global_step] = caller
     self._graphs.setdefault(signature, concrete.graph)
     return caller
 
-  def _reading_function(self, global_step):
+  def _reading_function(self):
     """The plan's body returning, last, the global step as the call left it."""
-    if self._reading is None or self._reading[0] is not global_step:
-      body = self.plan.body
+    if self._reading is None:
+      body, global_step = self.plan.body, self._global_step
       # Created after the steps' ops, so automatic control dependencies order
       # the read after their assignments: the post-step value.
-      self._reading = global_step, tf.function(
+      self._reading = tf.function(
           lambda *inputs: body(*inputs) + [global_step.value()])
-    return self._reading[1]
+    return self._reading
 
-  def _increment(self, tensors, signature, global_step):
-    """What a call of this signature adds to `global_step`, or None if not constant."""
+  def _increment(self, tensors, signature):
+    """What a call of this signature adds to the global step, or None if not constant."""
     if signature not in self._increments:
       self._caller(tensors, signature)  # traces the plain body if need be
       self._increments[signature] = step_increment.constant_increment(
-          self._graphs[signature], global_step)
+          self._graphs[signature], self._global_step)
     return self._increments[signature]
 
   def __call__(self, flat_fetches, feed_dict, loop=None, global_step=None,
@@ -211,12 +214,19 @@ class CompiledCall:
     if self._fused:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
-    increment = reads = None
+    increment = None
+    reads = False  # whether the call returns the global step as its last output
     if global_step is not None:
+      if self._global_step is None:
+        self._global_step = global_step
+      elif global_step is not self._global_step:
+        raise RuntimeError(
+            f'A compiled call counts one global step; it was given {global_step!r} '
+            f'after {self._global_step!r}. Create the global step once, before '
+            'the session.')
       if value_before is not None:
-        increment = self._increment(tensors, signature, global_step)
-      if increment is None:
-        reads = global_step
+        increment = self._increment(tensors, signature)
+      reads = increment is None
     call, unpack = self._caller(tensors, signature, reads)
     outputs = unpack([output.numpy() for output in call(tensors)])
     if summaries and summaries.write_graph:
@@ -233,8 +243,7 @@ class CompiledCall:
     if self._fused:
       return results, int(outputs[-2]), int(outputs[-1])
     if global_step is not None:
-      return results, (int(outputs[-1]) if reads is not None else
-                       value_before + increment)
+      return results, int(outputs[-1]) if reads else value_before + increment
     return results
 
 
