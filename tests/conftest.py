@@ -1,4 +1,5 @@
-"""Shared test setup: quiet TensorFlow, and a fresh global step for every test."""
+"""Shared test setup: quiet TensorFlow, two CPU devices, and a fresh global step
+for every test."""
 
 import os
 
@@ -6,6 +7,12 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import pytest  # pylint: disable=g-import-not-at-top
 import tensorflow as tf
+
+# Two logical CPU devices, so that tf.distribute tests mirror across two replicas
+# on any machine. TensorFlow allows this only before it initializes its devices.
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices('CPU')[0],
+    [tf.config.LogicalDeviceConfiguration()] * 2)
 
 
 @pytest.fixture(autouse=True)

@@ -308,6 +308,12 @@ def _as_output(value, step_name):
     return tf.identity(value)  # its value after the step
   if isinstance(value, (numbers.Number, np.ndarray, np.generic)):
     return tf.constant(value)
+  if isinstance(value, tf.distribute.DistributedValues):
+    raise TypeError(
+        f'Step function {step_name} returned {value!r}, one value per replica '
+        'of a tf.distribute strategy. Return one value: reduce it in the step, '
+        "e.g. strategy.reduce('SUM', value, axis=None), or return the replicas' "
+        'values as a tuple: strategy.experimental_local_results(value).')
   raise TypeError(
       f'Step function {step_name} returned {value!r} of type '
       f'{type(value).__name__}, which is not numeric. A step function returns '

@@ -29,8 +29,10 @@ def constant_increment(graph, variable):
   Returns:
     The increment as an int, or None.
   """
+  if isinstance(variable, tf.distribute.DistributedValues):
+    return None  # one variable per replica: read back, not counted
   handle = getattr(variable, 'handle', None)
-  if handle is None:  # not a resource variable (e.g. distributed): unknown
+  if handle is None:  # not a resource variable: unknown
     return None
   placeholder = next((internal for external, internal in graph.captures
                       if external is handle), None)

@@ -6,6 +6,7 @@ monitored_session.py. Each layer adds one concern; recovery re-creates the whole
 stack below it through `_CoordinatedSessionCreator` and never sees the hooks.
 """
 
+import contextlib
 import inspect
 
 import tensorflow as tf
@@ -54,6 +55,32 @@ def _check_step_fn(step_fn):
         ' method. Got {} instead.'.format(parameters))
 
 
+def _strategy_scope(strategy):
+  """What a session's work runs under: `strategy.scope()`, or nothing to enter
+  when the strategy (given, else the one in scope) is TF's default one."""
+  if strategy is None:
+    if not tf.distribute.has_strategy():
+      return contextlib.nullcontext
+    strategy = tf.distribute.get_strategy()
+  if not isinstance(strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
+    raise TypeError(f'strategy={strategy!r} is not a tf.distribute.Strategy: pass '
+                    'one such as tf.distribute.MirroredStrategy(), or None for the '
+                    'one in scope.')
+  if isinstance(strategy, (tf.distribute.experimental.ParameterServerStrategy,
+                           tf.compat.v1.distribute.experimental.ParameterServerStrategy)):
+    raise ValueError(
+        f'strategy={strategy!r}: ParameterServerStrategy runs steps through a '
+        'tf.distribute.coordinator.ClusterCoordinator, and a tfmon session runs '
+        'them in this process. Use MirroredStrategy or MultiWorkerMirroredStrategy.')
+  if tf.distribute.has_strategy() and tf.distribute.get_strategy() is not strategy:
+    raise ValueError(
+        f'strategy={strategy!r} differs from {tf.distribute.get_strategy()!r}, whose '
+        'scope this session is created in. Pass the strategy your model and '
+        'optimizer were created under, or create the session outside the other '
+        "strategy's scope.")
+  return strategy.scope
+
+
 class _CoordinatedSessionCreator(SessionCreator):
   """Creates the stack below recovery: coordinator, hooks, raw session."""
 
@@ -92,8 +119,10 @@ class _MonitoredSession:
   StepContext = StepContext
 
   def __init__(self, session_creator, hooks, should_recover,
-               stop_grace_period_secs=120, steps_per_loop=1, jit_compile=None):
+               stop_grace_period_secs=120, steps_per_loop=1, jit_compile=None,
+               strategy=None):
     self._hooks = check_hooks(hooks)
+    self._scope = _strategy_scope(strategy)
     if (isinstance(steps_per_loop, bool) or not isinstance(steps_per_loop, int) or
         steps_per_loop < 1):
       raise ValueError(f'steps_per_loop={steps_per_loop!r} must be a positive int: '
@@ -102,18 +131,19 @@ class _MonitoredSession:
       raise TypeError(
           f'session_creator must be a SessionCreator (e.g. '
           f'tfmon.train.ChiefSessionCreator()); got {session_creator!r}.')
-    for hook in self._hooks:
-      hook.begin()
-    self._coordinated_creator = _CoordinatedSessionCreator(
-        session_creator=session_creator or ChiefSessionCreator(),
-        hooks=self._hooks,
-        stop_grace_period_secs=stop_grace_period_secs,
-        steps_per_loop=steps_per_loop,
-        jit_compile=jit_compile)
-    if should_recover:
-      self._sess = RecoverableSession(self._coordinated_creator)
-    else:
-      self._sess = self._coordinated_creator.create_session()
+    with self._scope():
+      for hook in self._hooks:
+        hook.begin()
+      self._coordinated_creator = _CoordinatedSessionCreator(
+          session_creator=session_creator or ChiefSessionCreator(),
+          hooks=self._hooks,
+          stop_grace_period_secs=stop_grace_period_secs,
+          steps_per_loop=steps_per_loop,
+          jit_compile=jit_compile)
+      if should_recover:
+        self._sess = RecoverableSession(self._coordinated_creator)
+      else:
+        self._sess = self._coordinated_creator.create_session()
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs fetches and every hook's requests in one compiled call.
@@ -136,8 +166,9 @@ class _MonitoredSession:
     """
     if self._sess is None:
       raise RuntimeError('Run called on a closed session: create a new one.')
-    return self._sess.run(fetches, feed_dict=feed_dict, options=options,
-                          run_metadata=run_metadata)
+    with self._scope():
+      return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                            run_metadata=run_metadata)
 
   def run_step_fn(self, step_fn):
     """Runs `step_fn(step_context)` with access to the raw session.
@@ -157,7 +188,8 @@ class _MonitoredSession:
     _check_step_fn(step_fn)
     if self._sess is None:
       raise RuntimeError('run_step_fn called on a closed session: create a new one.')
-    return self._sess.run_step_fn(step_fn, self._tf_sess, None)
+    with self._scope():
+      return self._sess.run_step_fn(step_fn, self._tf_sess, None)
 
   def should_stop(self):
     return self._sess is None or self._sess.should_stop()
@@ -175,6 +207,10 @@ class _MonitoredSession:
     return exception_type is None  # True suppresses the exception
 
   def _close_internal(self, exception_type=None):
+    with self._scope():
+      self._close_in_scope(exception_type)
+
+  def _close_in_scope(self, exception_type):
     try:
       if not exception_type:
         for hook in self._hooks:
@@ -230,17 +266,24 @@ class MonitoredSession(_MonitoredSession):
     steps_per_loop: At most this many steps per run (TF2 only).
     jit_compile: Compile the step functions with XLA (TF2 only): summaries
       written inside a step cannot be compiled; use `summary_op` callables.
+    strategy: A `tf.distribute.Strategy` (TF2 only; default: the one in scope
+      at construction). Hooks, session creation, runs and `close` run in its
+      scope, so variables created there are distributed by it; step functions
+      call `strategy.run` for per-replica work and return reduced values.
 
   Raises:
-    TypeError: a hook that is not a SessionRunHook, or a creator of the wrong type.
-    ValueError: a `steps_per_loop` that is not a positive int.
+    TypeError: a hook that is not a SessionRunHook, a creator of the wrong type,
+      or a `strategy` that is not a tf.distribute.Strategy.
+    ValueError: a `steps_per_loop` that is not a positive int, a
+      ParameterServerStrategy, or a strategy other than the one in scope.
   """
 
   def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120,
-               steps_per_loop=1, jit_compile=None):
+               steps_per_loop=1, jit_compile=None, strategy=None):
     super().__init__(session_creator, hooks, should_recover=True,
                      stop_grace_period_secs=stop_grace_period_secs,
-                     steps_per_loop=steps_per_loop, jit_compile=jit_compile)
+                     steps_per_loop=steps_per_loop, jit_compile=jit_compile,
+                     strategy=strategy)
 
 
 class SingularMonitoredSession(_MonitoredSession):

@@ -41,7 +41,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     max_to_keep=5,
     keep_checkpoint_every_n_hours=None,
     steps_per_loop=1,
-    jit_compile=None):
+    jit_compile=None,
+    strategy=None):
   """Creates a `MonitoredSession` for training, with v1's arguments and hooks.
 
   The chief restores the latest checkpoint in `checkpoint_dir` (else runs the
@@ -76,13 +77,16 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     steps_per_loop: Fuse up to this many steps into one run when the hooks allow
       (TF2 only; see MonitoredSession).
     jit_compile: Compile the step functions with XLA (TF2 only).
+    strategy: The `tf.distribute.Strategy` the session works under (TF2 only;
+      default: the one in scope); see MonitoredSession.
 
   Returns:
     A `MonitoredSession`.
 
   Raises:
     RuntimeError: with default hooks but no global step.
-    TypeError, ValueError: for bad hooks, scaffold or checkpoint arguments.
+    TypeError, ValueError: for bad hooks, scaffold, checkpoint or strategy
+      arguments.
   """
   save_summaries_steps, save_summaries_secs = _default_timers(
       save_summaries_steps, save_summaries_secs, 100, None)
@@ -100,7 +104,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         max_wait_secs=max_wait_secs, checkpoint_dir=checkpoint_dir)
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
-                            steps_per_loop=steps_per_loop, jit_compile=jit_compile)
+                            steps_per_loop=steps_per_loop, jit_compile=jit_compile,
+                            strategy=strategy)
 
   all_hooks = list(chief_only_hooks)
   summary_dir = summary_dir or checkpoint_dir
@@ -127,4 +132,5 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs,
-                          steps_per_loop=steps_per_loop, jit_compile=jit_compile)
+                          steps_per_loop=steps_per_loop, jit_compile=jit_compile,
+                          strategy=strategy)
