@@ -1,5 +1,8 @@
 """Sessions under tf.distribute: MirroredStrategy over conftest's two CPU devices."""
 
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -173,3 +176,17 @@ def test_a_step_returning_one_value_per_replica_is_told_to_reduce_it():
     local = session.run(lambda: strategy.experimental_local_results(
         strategy.run(lambda: tf.constant(1.))))
   assert local == (1., 1.)
+
+
+def test_importing_tfmon_leaves_tensorflow_configurable():
+  # Devices and collective ops (MultiWorkerMirroredStrategy) can only be set up
+  # before TensorFlow initializes: importing tfmon must not initialize it.
+  code = ('import tensorflow as tf, tfmon\n'
+          'tf.config.set_logical_device_configuration(\n'
+          "    tf.config.list_physical_devices('CPU')[0],\n"
+          '    [tf.config.LogicalDeviceConfiguration()] * 2)\n'
+          "print(len(tf.config.list_logical_devices('CPU')))\n")
+  result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=120, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.split()[-1] == '2'

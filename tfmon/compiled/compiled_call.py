@@ -8,6 +8,7 @@ changes relaxes that dimension to None once, as tf.function's reduce_retracing d
 """
 
 import collections
+import functools
 import itertools
 
 from absl import logging
@@ -42,7 +43,11 @@ def _value_to_numpy(value):
   return value.numpy() if isinstance(value, tf.Tensor) else np.asarray(value)
 
 
-_RECORD = {True: tf.constant(True), False: tf.constant(False)}
+@functools.cache
+def _record_input(record):
+  """The `record` input as a cached tensor: made on first use, not at import,
+  which would initialize TensorFlow before the caller could configure devices."""
+  return tf.constant(record)
 
 
 def flat_caller(concrete):
@@ -210,7 +215,7 @@ class CompiledCall:
                   tf.constant(scalar.step, tf.int64)]
     summaries = self.plan.summaries and flat_fetches[self.plan.summaries_position]
     if summaries and not self._fused:  # a fused plan's recording is structure
-      tensors.append(_RECORD[bool(summaries.record)])
+      tensors.append(_record_input(bool(summaries.record)))
     if self._fused:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
