@@ -1,5 +1,8 @@
 """Sessions under tf.distribute: MirroredStrategy over conftest's two CPU devices."""
 
+import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -97,12 +100,15 @@ def test_two_replicas_train_as_one_device_on_the_whole_batch(tmp_path, steps_per
                              event_files.values(one, 'loss'), rtol=1e-5)
 
 
-def test_mirrored_checkpoint_restores_into_a_new_mirrored_session(tmp_path):
+@pytest.mark.parametrize('restoring_strategy', ['mirrored', 'one device'])
+def test_a_mirrored_checkpoint_restores_under_any_strategy(tmp_path, restoring_strategy):
   strategy = _mirrored()
   trained = RegressionJob(strategy)
-  trained.train(6, checkpoint_dir=str(tmp_path), save_checkpoint_steps=3)
+  trained.train(6, checkpoint_dir=str(tmp_path), save_checkpoint_steps=3,
+                strategy=strategy)
   forget_global_step()
-  strategy = _mirrored()
+  strategy = (_mirrored() if restoring_strategy == 'mirrored'
+              else tf.distribute.get_strategy())
   resumed = RegressionJob(strategy, seed=1)
   assert not np.allclose(resumed.weights()[0], trained.weights()[0])
   resumed.train(6, checkpoint_dir=str(tmp_path), strategy=strategy)  # stops at once
@@ -190,3 +196,38 @@ def test_importing_tfmon_leaves_tensorflow_configurable():
                           timeout=120, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split()[-1] == '2'
+
+
+_WORKER = """
+import tensorflow as tf
+import tfmon
+strategy = tf.distribute.MultiWorkerMirroredStrategy()  # from TF_CONFIG
+try:
+  tfmon.train.MonitoredTrainingSession(strategy=strategy)
+except ValueError as e:
+  print('refused:', e)
+"""
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def test_a_strategy_spanning_worker_processes_is_refused():
+  workers = [f'localhost:{_free_port()}' for _ in range(2)]
+  processes = []
+  for index in range(2):
+    config = {'cluster': {'worker': workers}, 'task': {'type': 'worker', 'index': index}}
+    processes.append(subprocess.Popen(
+        [sys.executable, '-c', _WORKER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, 'TF_CONFIG': json.dumps(config)}))
+  try:
+    outputs = [process.communicate(timeout=120) for process in processes]
+  finally:
+    for process in processes:
+      process.kill()
+  for stdout, stderr in outputs:
+    assert 'refused: strategy=' in stdout, stderr[-2000:]
+    assert 'spans 2 worker processes, which tfmon does not support yet' in stdout

@@ -58,10 +58,8 @@ def _check_step_fn(step_fn):
 def _strategy_scope(strategy):
   """What a session's work runs under: `strategy.scope()`, or nothing to enter
   when the strategy (given, else the one in scope) is TF's default one."""
-  if strategy is None:
-    if not tf.distribute.has_strategy():
-      return contextlib.nullcontext
-    strategy = tf.distribute.get_strategy()
+  in_scope = tf.distribute.get_strategy()  # TF's default one outside any scope
+  strategy = in_scope if strategy is None else strategy
   if not isinstance(strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
     raise TypeError(f'strategy={strategy!r} is not a tf.distribute.Strategy: pass '
                     'one such as tf.distribute.MirroredStrategy(), or None for the '
@@ -71,14 +69,33 @@ def _strategy_scope(strategy):
     raise ValueError(
         f'strategy={strategy!r}: ParameterServerStrategy runs steps through a '
         'tf.distribute.coordinator.ClusterCoordinator, and a tfmon session runs '
-        'them in this process. Use MirroredStrategy or MultiWorkerMirroredStrategy.')
-  if tf.distribute.has_strategy() and tf.distribute.get_strategy() is not strategy:
+        'them in this process. Use MirroredStrategy to train on the devices of '
+        'one machine.')
+  if _workers(strategy) > 1:
     raise ValueError(
-        f'strategy={strategy!r} differs from {tf.distribute.get_strategy()!r}, whose '
-        'scope this session is created in. Pass the strategy your model and '
-        'optimizer were created under, or create the session outside the other '
-        "strategy's scope.")
+        f'strategy={strategy!r} spans {_workers(strategy)} worker processes, which '
+        "tfmon does not support yet: workers' collective ops must match one to "
+        "one, and v1's chief-only hooks (checkpoints, summaries) make the chief "
+        'create variables and trace calls that the other workers do not. Use '
+        'MirroredStrategy to train on the devices of one machine.')
+  if tf.distribute.has_strategy():
+    if strategy is not in_scope:
+      raise ValueError(
+          f'strategy={strategy!r} differs from {in_scope!r}, whose scope this '
+          'session is created in. Pass the strategy your model and optimizer were '
+          "created under, or create the session outside the other strategy's scope.")
+  elif strategy is in_scope:
+    return contextlib.nullcontext  # TF's default strategy: nothing to enter
   return strategy.scope
+
+
+def _workers(strategy):
+  """How many worker processes a multi-worker strategy spans (else 1)."""
+  resolver = getattr(strategy, 'cluster_resolver', None)
+  if resolver is None:
+    return 1
+  jobs = resolver.cluster_spec().as_dict()
+  return max(1, sum(len(jobs[job]) for job in ('chief', 'worker') if job in jobs))
 
 
 class _CoordinatedSessionCreator(SessionCreator):
