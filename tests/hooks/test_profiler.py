@@ -194,3 +194,75 @@ def test_show_dataflow_and_show_memory_are_accepted(tmp_path):
                       show_memory=True)
   _train(hook, last_step=2)
   assert _profiled_steps(tmp_path) == [2]
+
+
+# --- RunOptions tracing (v1's FULL_TRACE), which the session turns into a profile.
+
+_FULL_TRACE = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+
+
+def test_a_run_with_full_trace_options_is_profiled_into_the_summary_dir(tmp_path,
+                                                                          caplog):
+  caplog.set_level(logging.INFO)
+  global_step, step = _step()
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), save_checkpoint_secs=None) as sess:
+    sess.run(step)
+    run_metadata = tf.compat.v1.RunMetadata()
+    sess.run(step, options=_FULL_TRACE, run_metadata=run_metadata)
+    sess.run(step)
+  assert _profiled_steps(tmp_path) == [2]
+  run_dir = tmp_path / 'plugins' / 'profile' / _runs(tmp_path)[0]
+  assert _executions_of_profiled_step(run_dir) == 1  # that run, and only it
+  assert (f'Saved the TF2 profile of the run reaching step 2 into {run_dir} '
+          "(TensorBoard's Profile tab shows it" in caplog.text)
+  assert not any(name.startswith('.profiler-staging') for name in os.listdir(tmp_path))
+
+
+class _TracingHook(tfmon.train.SessionRunHook):
+  """A v1-style hook asking for a traced run at the given post-step global steps."""
+
+  def __init__(self, steps):
+    self._steps = steps
+    self.traced_metadata = []
+
+  def begin(self):
+    self._global_step = tfmon.train.get_global_step()
+
+  def before_run(self, run_context):
+    if int(self._global_step.numpy()) + 1 in self._steps:
+      return tfmon.train.SessionRunArgs(None, options=_FULL_TRACE)
+    return None
+
+  def after_run(self, run_context, run_values):
+    if run_values.options.trace_level == tf.compat.v1.RunOptions.FULL_TRACE:
+      self.traced_metadata.append(run_values.run_metadata)
+
+
+def test_a_hook_asking_for_a_traced_run_gets_it_profiled(tmp_path):
+  hook = _TracingHook(steps={2, 4})
+  _, step = _step()
+  with tfmon.train.MonitoredSession(
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=5)],
+      profile_dir=str(tmp_path)) as sess:
+    while not sess.should_stop():
+      sess.run(step)
+  assert _profiled_steps(tmp_path) == [2, 4]
+  assert len(hook.traced_metadata) == 2  # after_run still sees the options
+
+
+def test_a_traced_run_that_raises_keeps_no_profile_and_no_profiler(tmp_path):
+  global_step, step = _step()
+
+  def failing_step():
+    tf.debugging.assert_less(global_step, tf.constant(1, tf.int64))
+    return step()
+
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    with tfmon.train.MonitoredSession(profile_dir=str(tmp_path)) as sess:
+      sess.run(failing_step, options=_FULL_TRACE)
+      sess.run(failing_step, options=_FULL_TRACE)  # raises
+  assert _profiled_steps(tmp_path) == [1]
+  with pytest.raises(tf.errors.UnavailableError):
+    tf.profiler.experimental.stop()  # no profiler is running
+  assert not any(name.startswith('.profiler-staging') for name in os.listdir(tmp_path))

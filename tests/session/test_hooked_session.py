@@ -1,5 +1,7 @@
 """How hooks' SessionRunArgs merge into the caller's run."""
 
+import os
+
 import pytest
 import tensorflow as tf
 
@@ -69,15 +71,16 @@ def test_same_feed_from_hook_and_user_is_v1_error():
       sess.run(train_step, feed_dict={'lr': 0.3})
 
 
-def test_hook_options_merge_by_v1_rules():
+def test_hook_options_merge_by_v1_rules(tmp_path):
   options = tf.compat.v1.RunOptions(
       trace_level=tf.compat.v1.RunOptions.FULL_TRACE, timeout_in_ms=50)
   hook = FetchHook(options=options)
-  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+  with tfmon.train.MonitoredSession(hooks=[hook], profile_dir=str(tmp_path)) as sess:
     sess.run(lambda: tf.constant(1), options=tf.compat.v1.RunOptions(timeout_in_ms=100))
   assert hook.run_values.options.trace_level == tf.compat.v1.RunOptions.FULL_TRACE
   assert hook.run_values.options.timeout_in_ms == 100
   assert isinstance(hook.run_values.run_metadata, tf.compat.v1.RunMetadata)
+  assert len(os.listdir(tmp_path / 'plugins' / 'profile')) == 1  # the traced run
 
 
 def test_a_hook_written_for_tf_compat_v1_runs_unchanged():

@@ -35,57 +35,65 @@ def _discard_unfinished_trace():
   _unfinished_trace = None
 
 
-def _start_trace(staging_dir):
-  """Starts the profiler into `staging_dir`; returns False if another one runs."""
-  global _unfinished_trace
-  _discard_unfinished_trace()
-  _remove(staging_dir)  # left by a process that died while saving
-  try:
-    tf.profiler.experimental.start(staging_dir)
-  except tf.errors.AlreadyExistsError:
-    logging.warning(
-        'ProfilerHook could not profile this step: another profiler is running '
-        '(tf.profiler.experimental.start, a profiler server or the Keras '
-        'TensorBoard callback). Stop it, or remove the ProfilerHook.')
-    return False
-  _unfinished_trace = staging_dir
-  return True
+class Traces:
+  """Single runs' TF2 profiler traces under `<output_dir>/plugins/profile`.
 
-
-def _stop_trace():
-  """Stops the profiler and writes its trace into the staging directory."""
-  global _unfinished_trace
-  _unfinished_trace = None
-  tf.profiler.experimental.stop()
-
-
-def _move_run(staging_dir, profile_dir, step):
-  """Moves the run the profiler wrote in `staging_dir` into `profile_dir`.
-
+  Each trace is staged alone (in a per-process directory) and then moved into a
+  run directory named by the profiler's timestamp and the step,
+  `<time>_step_<step>/<host>.xplane.pb`, which TensorBoard's Profile tab reads.
   The profiler names a run by the second it was saved in, so two traces saved
-  within one second would share (and overwrite) one run. Each trace is staged
-  alone and moved into a run named by that timestamp and the step.
-
-  Returns:
-    The run directory.
+  within one second would otherwise share (and overwrite) one run.
   """
-  staged_profile_dir = os.path.join(staging_dir, 'plugins', 'profile')
-  runs = tf.io.gfile.listdir(staged_profile_dir)
-  if len(runs) != 1:
-    raise RuntimeError(f'The profiler wrote {runs} into {staged_profile_dir}; '
-                       'ProfilerHook expected one run.')
-  timestamp = runs[0].rstrip('/')
-  run_dir = os.path.join(profile_dir, f'{timestamp}_step_{step}')
-  staged_run_dir = os.path.join(staged_profile_dir, timestamp)
-  # File by file, as gfile renames files on every file system (GCS included).
-  for root, _, files in tf.io.gfile.walk(staged_run_dir):
-    target = os.path.join(run_dir, os.path.relpath(root, staged_run_dir))
-    tf.io.gfile.makedirs(target)
-    for name in files:
-      tf.io.gfile.rename(os.path.join(root, name), os.path.join(target, name),
-                         overwrite=True)
-  _remove(staging_dir)
-  return run_dir
+
+  def __init__(self, output_dir):
+    self.profile_dir = os.path.join(output_dir, 'plugins', 'profile')
+    self._staging_dir = os.path.join(output_dir, f'.profiler-staging-{os.getpid()}')
+
+  def start(self, who):
+    """Starts the profiler; returns False (`who` warns why) if another one runs."""
+    global _unfinished_trace
+    _discard_unfinished_trace()
+    _remove(self._staging_dir)  # left by a process that died while saving
+    try:
+      tf.profiler.experimental.start(self._staging_dir)
+    except tf.errors.AlreadyExistsError:
+      logging.warning(
+          '%s could not profile this step: another profiler is running '
+          '(tf.profiler.experimental.start, a profiler server or the Keras '
+          'TensorBoard callback). Stop it first.', who)
+      return False
+    _unfinished_trace = self._staging_dir
+    return True
+
+  def stop(self):
+    """Stops the profiler, which writes its trace into the staging directory."""
+    global _unfinished_trace
+    _unfinished_trace = None
+    tf.profiler.experimental.stop()
+
+  def discard(self):
+    """Stops the profiler without keeping its trace (the traced run raised)."""
+    _discard_unfinished_trace()
+
+  def save(self, step):
+    """Moves the staged trace into its run directory; returns that directory."""
+    staged_profile_dir = os.path.join(self._staging_dir, 'plugins', 'profile')
+    runs = tf.io.gfile.listdir(staged_profile_dir)
+    if len(runs) != 1:
+      raise RuntimeError(f'The profiler wrote {runs} into {staged_profile_dir}; '
+                         'tfmon expected one run.')
+    timestamp = runs[0].rstrip('/')
+    run_dir = os.path.join(self.profile_dir, f'{timestamp}_step_{step}')
+    staged_run_dir = os.path.join(staged_profile_dir, timestamp)
+    # File by file, as gfile renames files on every file system (GCS included).
+    for root, _, files in tf.io.gfile.walk(staged_run_dir):
+      target = os.path.join(run_dir, os.path.relpath(root, staged_run_dir))
+      tf.io.gfile.makedirs(target)
+      for name in files:
+        tf.io.gfile.rename(os.path.join(root, name), os.path.join(target, name),
+                           overwrite=True)
+    _remove(self._staging_dir)
+    return run_dir
 
 
 class ProfilerHook(SessionRunHook):
@@ -125,12 +133,7 @@ class ProfilerHook(SessionRunHook):
     if not isinstance(output_dir, (str, os.PathLike)):
       raise TypeError(f'ProfilerHook output_dir must be a directory path; got '
                       f'{output_dir!r} of type {type(output_dir).__name__}.')
-    self._output_dir = os.fspath(output_dir)
-    self._profile_dir = os.path.join(self._output_dir, 'plugins', 'profile')
-    # Where each trace is written before it moves to its run directory; per
-    # process, as workers may share output_dir.
-    self._staging_dir = os.path.join(self._output_dir,
-                                     f'.profiler-staging-{os.getpid()}')
+    self._traces = Traces(os.fspath(output_dir))
     self._show_dataflow = show_dataflow
     self._show_memory = show_memory
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
@@ -160,7 +163,7 @@ class ProfilerHook(SessionRunHook):
         self._next_step is not None and
         self._timer.should_trigger_for_step(self._next_step))
     if self._request_profile:
-      self._tracing = _start_trace(self._staging_dir)
+      self._tracing = self._traces.start('ProfilerHook')
     return SessionRunArgs({'global_step': self._global_step_tensor})
 
   def after_run(self, run_context, run_values):
@@ -168,7 +171,7 @@ class ProfilerHook(SessionRunHook):
     if traced:
       # Stop before anything else runs, so the trace holds this run only.
       self._tracing = False
-      _stop_trace()
+      self._traces.stop()
     stale_global_step = int(run_values.results['global_step'])
     if self._next_step is None:
       # The first run starts the timer, so it fires N steps or secs from now.
@@ -189,5 +192,5 @@ class ProfilerHook(SessionRunHook):
       _discard_unfinished_trace()
 
   def _save(self, step):
-    run_dir = _move_run(self._staging_dir, self._profile_dir, step)
+    run_dir = self._traces.save(step)
     logging.info("Saving timeline for %d into '%s'.", step, run_dir)

@@ -1,9 +1,11 @@
 """HookedSession: merges every hook's SessionRunArgs into the caller's run."""
 
+from absl import logging
 import tensorflow as tf
 
 from tfmon import training_util
 from tfmon.compiled import fetch_plan
+from tfmon.hooks.profiler import Traces
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
 from tfmon.session import raw_session
 from tfmon.session.observation_schedule import ObservationSchedule, declares_schedule
@@ -30,11 +32,14 @@ class HookedSession(WrappedSession):
     sess: The RawSession below.
     hooks: The hooks, in order.
     steps_per_loop: At most this many steps per run.
+    profile_dir: The TensorBoard log directory under which a run traced by
+      `RunOptions` (any `trace_level`, as v1) writes its TF2 profile.
   """
 
-  def __init__(self, sess, hooks, steps_per_loop=1):
+  def __init__(self, sess, hooks, steps_per_loop=1, profile_dir=''):
     super().__init__(sess)
     self._hooks = hooks
+    self._traces = Traces(profile_dir)
     self._should_stop = False
     self._steps_per_loop = steps_per_loop
     self._schedule = None
@@ -75,24 +80,18 @@ class HookedSession(WrappedSession):
     feed_dict = self._call_hook_before_run(
         run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
     run_metadata = run_metadata or tf.compat.v1.RunMetadata()
-    if schedule is None:
-      outputs = self._sess.run(all_fetches, feed_dict=feed_dict, options=options,
-                               run_metadata=run_metadata)
-    elif steps == 1:
-      # The global step is counted when the call adds a known constant to it,
-      # else read with the outputs: reading it every run costs ~10 µs. A run
-      # in which hooks are due reads it anew, so what they act on (a checkpoint's
-      # step) is the variable's value even if something outside runs changed it.
-      known = self._sess.calls_run == self._calls_seen  # no before_run made calls
-      outputs, global_step_after = self._sess.run_counting(
-          all_fetches, feed_dict, schedule.global_step,
-          schedule.value if known else None)
-      if schedule.hooks_due:
-        global_step_after = int(schedule.global_step.numpy())
-    else:
-      outputs, global_step_after, steps = self._sess.run_fused(
-          all_fetches, len(caller_leaves), steps, min(schedule.target, _NO_TARGET),
-          schedule.global_step)
+    traced = (options.trace_level > tf.compat.v1.RunOptions.NO_TRACE and
+              self._traces.start('A run with RunOptions.trace_level'))
+    try:
+      outputs, global_step_after, steps = self._call(
+          all_fetches, feed_dict, options, run_metadata, steps, caller_leaves)
+    except BaseException:
+      if traced:
+        self._traces.discard()
+      raise
+    if traced:
+      self._traces.stop()
+      self._save_trace(global_step_after)
     if schedule is not None:
       self._calls_seen = self._sess.calls_run
       # Hooks need not read it again (each separate TensorFlow call right after
@@ -112,6 +111,42 @@ class HookedSession(WrappedSession):
       schedule.after_run(global_step_after, steps, hooks)
     self._should_stop = self._should_stop or run_context.stop_requested
     return outputs[0]
+
+  def _call(self, all_fetches, feed_dict, options, run_metadata, steps,
+            caller_leaves):
+    """Makes the run's one call: `(outputs, global step after or None, steps)`."""
+    schedule = self._schedule
+    if schedule is None:
+      outputs = self._sess.run(all_fetches, feed_dict=feed_dict, options=options,
+                               run_metadata=run_metadata)
+      return outputs, None, steps
+    if steps > 1:
+      return self._sess.run_fused(
+          all_fetches, len(caller_leaves), steps, min(schedule.target, _NO_TARGET),
+          schedule.global_step)
+    # The global step is counted when the call adds a known constant to it,
+    # else read with the outputs: reading it every run costs ~10 µs. A run in
+    # which hooks are due reads it anew, so what they act on (a checkpoint's
+    # step) is the variable's value even if something outside runs changed it.
+    known = self._sess.calls_run == self._calls_seen  # no before_run made calls
+    outputs, global_step_after = self._sess.run_counting(
+        all_fetches, feed_dict, schedule.global_step,
+        schedule.value if known else None)
+    if schedule.hooks_due:
+      global_step_after = int(schedule.global_step.numpy())
+    return outputs, global_step_after, steps
+
+  def _save_trace(self, global_step_after):
+    """Keeps the profile of the run just made, named by the step it reached."""
+    if global_step_after is None:
+      global_step = training_util.get_global_step()
+      global_step_after = (self._sess.calls_run if global_step is None
+                           else int(global_step.numpy()))
+    run_dir = self._traces.save(global_step_after)
+    logging.info(
+        'Saved the TF2 profile of the run reaching step %d into %s (TensorBoard\'s '
+        'Profile tab shows it; RunMetadata.step_stats stays empty in TF2).',
+        global_step_after, run_dir)
 
   def _call_hook_before_run(self, run_context, hooks, steps, all_fetches,
                             result_index, user_feed_dict, options):

@@ -8,6 +8,7 @@ stack below it through `_CoordinatedSessionCreator` and never sees the hooks.
 
 import contextlib
 import inspect
+import os
 
 import tensorflow as tf
 
@@ -102,12 +103,13 @@ class _CoordinatedSessionCreator(SessionCreator):
   """Creates the stack below recovery: coordinator, hooks, raw session."""
 
   def __init__(self, session_creator, hooks, stop_grace_period_secs,
-               steps_per_loop=1, jit_compile=None):
+               steps_per_loop=1, jit_compile=None, profile_dir=''):
     self._session_creator = session_creator
     self._hooks = hooks
     self._stop_grace_period_secs = stop_grace_period_secs
     self._steps_per_loop = steps_per_loop
     self._jit_compile = jit_compile
+    self._profile_dir = profile_dir
     self.coord = None
     self.tf_sess = None
 
@@ -126,7 +128,8 @@ class _CoordinatedSessionCreator(SessionCreator):
     for hook in self._hooks:
       hook.after_create_session(self.tf_sess, self.coord)
     return CoordinatedSession(
-        HookedSession(self.tf_sess, self._hooks, self._steps_per_loop), self.coord,
+        HookedSession(self.tf_sess, self._hooks, self._steps_per_loop,
+                      self._profile_dir), self.coord,
         self._stop_grace_period_secs)
 
 
@@ -137,7 +140,7 @@ class _MonitoredSession:
 
   def __init__(self, session_creator, hooks, should_recover,
                stop_grace_period_secs=120, steps_per_loop=1, jit_compile=None,
-               strategy=None):
+               strategy=None, profile_dir=''):
     self._hooks = check_hooks(hooks)
     self._scope = _strategy_scope(strategy)
     if (isinstance(steps_per_loop, bool) or not isinstance(steps_per_loop, int) or
@@ -156,7 +159,8 @@ class _MonitoredSession:
           hooks=self._hooks,
           stop_grace_period_secs=stop_grace_period_secs,
           steps_per_loop=steps_per_loop,
-          jit_compile=jit_compile)
+          jit_compile=jit_compile,
+          profile_dir=os.fspath(profile_dir))
       if should_recover:
         self._sess = RecoverableSession(self._coordinated_creator)
       else:
@@ -287,6 +291,10 @@ class MonitoredSession(_MonitoredSession):
       at construction). Hooks, session creation, runs and `close` run in its
       scope, so variables created there are distributed by it; step functions
       call `strategy.run` for per-replica work and return reduced values.
+    profile_dir: The TensorBoard log directory under which a run traced with
+      `RunOptions` (a `trace_level`, from the caller or a hook) writes its TF2
+      profile, `plugins/profile/<time>_step_<step>/` (TF2 has no step_stats to
+      put in `RunMetadata`). Default: the current directory, as ProfilerHook's.
 
   Raises:
     TypeError: a hook that is not a SessionRunHook, a creator of the wrong type,
@@ -296,11 +304,11 @@ class MonitoredSession(_MonitoredSession):
   """
 
   def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120,
-               steps_per_loop=1, jit_compile=None, strategy=None):
+               steps_per_loop=1, jit_compile=None, strategy=None, profile_dir=''):
     super().__init__(session_creator, hooks, should_recover=True,
                      stop_grace_period_secs=stop_grace_period_secs,
                      steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                     strategy=strategy)
+                     strategy=strategy, profile_dir=profile_dir)
 
 
 class SingularMonitoredSession(_MonitoredSession):

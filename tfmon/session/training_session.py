@@ -67,7 +67,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     log_step_count_steps: StepCounterHook frequency (None or 0 turns it off).
     max_wait_secs: Accepted for v1 compatibility.
     save_checkpoint_steps: Checkpoint every N steps.
-    summary_dir: Where summaries go (default: `checkpoint_dir`).
+    summary_dir: Where summaries go (default: `checkpoint_dir`), and profiles of
+      runs traced with `RunOptions` (see MonitoredSession's `profile_dir`).
     save_graph_def: Accepted for v1 compatibility.
     checkpoint: What checkpoints hold (TF2 only): a `tf.train.Checkpoint`, a
       `tf.train.CheckpointManager` or a dict of trackables such as
@@ -98,6 +99,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     scaffold = Scaffold(copy_from_scaffold=scaffold, checkpoint=checkpoint)
   scaffold = scaffold or Scaffold(checkpoint=checkpoint)
 
+  summary_dir = summary_dir or checkpoint_dir
+  profile_dir = summary_dir or ''  # where a run traced with RunOptions profiles
   if not is_chief:
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config,
@@ -105,10 +108,9 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
                             steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                            strategy=strategy)
+                            strategy=strategy, profile_dir=profile_dir)
 
   all_hooks = list(chief_only_hooks)
-  summary_dir = summary_dir or checkpoint_dir
   save_summaries = bool(save_summaries_steps or save_summaries_secs)
   save_checkpoints = bool(checkpoint_dir and
                           (save_checkpoint_steps or save_checkpoint_secs))
@@ -133,4 +135,4 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs,
                           steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                          strategy=strategy)
+                          strategy=strategy, profile_dir=profile_dir)
