@@ -2,6 +2,9 @@
 
 import logging
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -234,3 +237,52 @@ def test_a_tf_train_checkpoint_gets_the_global_step_added(tmp_path):
   reader = tf.train.load_checkpoint(str(tmp_path))
   assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == 1
   assert checkpoint.global_step is job.global_step
+
+
+_KILLABLE_JOB = """
+import sys
+from tests.training import Job
+import tfmon
+
+class PrintSteps(tfmon.train.SessionRunHook):  # after CheckpointSaverHook's after_run
+  def after_run(self, run_context, run_values):
+    print(tfmon.train.global_step_after_run(run_context, job.global_step), flush=True)
+
+job = Job()
+job.train(int(sys.argv[1]), checkpoint_dir=sys.argv[2], save_checkpoint_steps=1,
+          save_summaries_steps=None, log_step_count_steps=None, hooks=[PrintSteps()])
+"""
+
+
+def _kill_after_saves(checkpoint_dir, last_step, saves, delay_secs):
+  """Runs the job in a process and SIGKILLs it `delay_secs` after its `saves`th
+  run (it saves every step, so the kill usually lands inside a save)."""
+  process = subprocess.Popen(
+      [sys.executable, '-c', _KILLABLE_JOB, str(last_step), str(checkpoint_dir)],
+      cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  try:
+    for _ in range(saves):
+      assert process.stdout.readline(), 'the job ended before it was killed'
+    time.sleep(delay_secs)
+  finally:
+    process.kill()
+    process.wait(timeout=60)
+    process.stdout.close()
+
+
+def test_a_job_killed_while_saving_resumes_as_if_never_killed(tmp_path):
+  uninterrupted = Job()
+  uninterrupted.train(80, save_summaries_steps=None, log_step_count_steps=None)
+
+  _kill_after_saves(tmp_path, 80, saves=10, delay_secs=0.013)
+  first_kill = _checkpoint_steps(tmp_path)[-1]
+  _kill_after_saves(tmp_path, 80, saves=10, delay_secs=0.031)  # resumes, then killed
+  assert _checkpoint_steps(tmp_path)[-1] > first_kill
+
+  forget_global_step()
+  resumed = Job(init_seed=1)  # other initial values: all of them must come from disk
+  resumed.train(80, checkpoint_dir=str(tmp_path), save_checkpoint_steps=1,
+                save_summaries_steps=None, log_step_count_steps=None)
+  assert resumed.global_step.numpy() == 80
+  _assert_all_equal(resumed.variables(), uninterrupted.variables())
