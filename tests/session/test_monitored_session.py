@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import tfmon
+from tests.training import Job, forget_global_step
 
 
 class RecordingHook(tfmon.train.SessionRunHook):
@@ -181,3 +182,19 @@ def test_a_hooked_run_inside_tf_function_is_refused():
     with pytest.raises(RuntimeError, match='A tfmon session runs eagerly: call run'):
       nested()
     assert sess.run(lambda: tf.constant(1.0)) == 1.0
+
+
+def test_singular_monitored_session_restores_as_v1(tmp_path):
+  job = Job()
+  job.train(4, checkpoint_dir=str(tmp_path), save_checkpoint_steps=2,
+            save_summaries_steps=None, log_step_count_steps=None)
+  steps = {}
+  for name, kwargs in [
+      ('latest', dict(checkpoint_dir=str(tmp_path))),
+      ('given', dict(checkpoint_filename_with_path=str(tmp_path / 'model.ckpt-2')))]:
+    forget_global_step()
+    resumed = Job(init_seed=1)
+    with tfmon.train.SingularMonitoredSession(
+        scaffold=tfmon.train.Scaffold(checkpoint=resumed.checkpoint), **kwargs):
+      steps[name] = int(resumed.global_step.numpy())
+  assert steps == {'latest': 4, 'given': 2}

@@ -319,13 +319,18 @@ class SingularMonitoredSession(_MonitoredSession):
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
     config: Ignored, with a warning: use `tf.config`.
+    checkpoint_dir: Restore the latest checkpoint in this directory, if any.
     stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
+    checkpoint_filename_with_path: Restore this checkpoint (instead of the
+      latest in `checkpoint_dir`).
   """
 
   def __init__(self, hooks=None, scaffold=None, master='', config=None,
-               stop_grace_period_secs=120):
-    session_creator = ChiefSessionCreator(scaffold=scaffold, master=master,
-                                          config=config)
+               checkpoint_dir=None, stop_grace_period_secs=120,
+               checkpoint_filename_with_path=None):
+    session_creator = ChiefSessionCreator(
+        scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir,
+        checkpoint_filename_with_path=checkpoint_filename_with_path)
     super().__init__(session_creator, hooks, should_recover=False,
                      stop_grace_period_secs=stop_grace_period_secs)
 

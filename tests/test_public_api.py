@@ -1,0 +1,34 @@
+"""tfmon.train against tf.compat.v1.train: the same names take the same arguments."""
+
+import inspect
+
+import pytest
+import tensorflow as tf
+
+import tfmon
+
+_SHARED = sorted(name for name in dir(tfmon.train)
+                 if not name.startswith('_') and hasattr(tf.compat.v1.train, name))
+
+
+def test_the_shared_names_cover_the_v1_api_tfmon_ports():
+  assert {'MonitoredSession', 'SingularMonitoredSession', 'MonitoredTrainingSession',
+          'Scaffold', 'ChiefSessionCreator', 'WorkerSessionCreator',
+          'CheckpointSaverHook', 'SummarySaverHook', 'StepCounterHook',
+          'LoggingTensorHook', 'NanTensorHook', 'StopAtStepHook', 'FeedFnHook',
+          'FinalOpsHook', 'GlobalStepWaiterHook', 'ProfilerHook',
+          'get_or_create_global_step'} <= set(_SHARED)
+
+
+@pytest.mark.parametrize('name', _SHARED)
+def test_v1_arguments_come_first_in_v1_order_with_v1_defaults(name):
+  ours, theirs = getattr(tfmon.train, name), getattr(tf.compat.v1.train, name)
+  if ours is theirs:
+    return  # TensorFlow's own class or function
+  v1 = list(inspect.signature(theirs).parameters.values())
+  mine = list(inspect.signature(ours).parameters.values())[:len(v1)]
+  assert [p.name for p in mine] == [p.name for p in v1], (
+      f'{name}{inspect.signature(ours)} against v1 {name}{inspect.signature(theirs)}')
+  for p, q in zip(mine, v1):
+    if type(q.default) is not object:  # v1's "not given" sentinels are its own
+      assert p.default == q.default, f'{name}({p.name}=...)'
