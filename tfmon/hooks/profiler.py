@@ -8,93 +8,7 @@ import tensorflow as tf
 from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
-
-# The staging directory of the trace a ProfilerHook started and has not stopped,
-# or None. TensorFlow allows one profiler per process, and a run that raises
-# between before_run (start) and after_run (stop) leaves it running: the session
-# calls no hook on the way out, not even end(). The next ProfilerHook to begin a
-# session or start a trace (after a recovery) discards it first.
-_unfinished_trace = None
-
-
-def _remove(directory):
-  if tf.io.gfile.exists(directory):
-    tf.io.gfile.rmtree(directory)
-
-
-def _discard_unfinished_trace():
-  global _unfinished_trace
-  if _unfinished_trace is None:
-    return
-  logging.warning('Discarding the profile of a run that raised before it ended.')
-  try:
-    tf.profiler.experimental.stop(save=False)
-  except tf.errors.UnavailableError:
-    pass  # someone else stopped it
-  _remove(_unfinished_trace)
-  _unfinished_trace = None
-
-
-class Traces:
-  """Single runs' TF2 profiler traces under `<output_dir>/plugins/profile`.
-
-  Each trace is staged alone (in a per-process directory) and then moved into a
-  run directory named by the profiler's timestamp and the step,
-  `<time>_step_<step>/<host>.xplane.pb`, which TensorBoard's Profile tab reads.
-  The profiler names a run by the second it was saved in, so two traces saved
-  within one second would otherwise share (and overwrite) one run.
-  """
-
-  def __init__(self, output_dir):
-    self.profile_dir = os.path.join(output_dir, 'plugins', 'profile')
-    self._staging_dir = os.path.join(output_dir, f'.profiler-staging-{os.getpid()}')
-
-  def start(self, who):
-    """Starts the profiler; returns False (`who` warns why) if another one runs."""
-    global _unfinished_trace
-    _discard_unfinished_trace()
-    _remove(self._staging_dir)  # left by a process that died while saving
-    try:
-      tf.profiler.experimental.start(self._staging_dir)
-    except tf.errors.AlreadyExistsError:
-      logging.warning(
-          '%s could not profile this step: another profiler is running '
-          '(tf.profiler.experimental.start, a profiler server or the Keras '
-          'TensorBoard callback). Stop it first.', who)
-      return False
-    _unfinished_trace = self._staging_dir
-    return True
-
-  def stop(self):
-    """Stops the profiler, which writes its trace into the staging directory."""
-    global _unfinished_trace
-    _unfinished_trace = None
-    tf.profiler.experimental.stop()
-
-  def discard(self):
-    """Stops the profiler without keeping its trace (the traced run raised)."""
-    _discard_unfinished_trace()
-
-  def save(self, step):
-    """Moves the staged trace into its run directory; returns that directory."""
-    staged_profile_dir = os.path.join(self._staging_dir, 'plugins', 'profile')
-    runs = tf.io.gfile.listdir(staged_profile_dir)
-    if len(runs) != 1:
-      raise RuntimeError(f'The profiler wrote {runs} into {staged_profile_dir}; '
-                         'tfmon expected one run.')
-    timestamp = runs[0].rstrip('/')
-    run_dir = os.path.join(self.profile_dir, f'{timestamp}_step_{step}')
-    staged_run_dir = os.path.join(staged_profile_dir, timestamp)
-    # File by file, as gfile renames files on every file system (GCS included).
-    for root, _, files in tf.io.gfile.walk(staged_run_dir):
-      target = os.path.join(run_dir, os.path.relpath(root, staged_run_dir))
-      tf.io.gfile.makedirs(target)
-      for name in files:
-        tf.io.gfile.rename(os.path.join(root, name), os.path.join(target, name),
-                           overwrite=True)
-    _remove(self._staging_dir)
-    return run_dir
-
+from tfmon.profiling import Traces, discard_unfinished_trace
 
 class ProfilerHook(SessionRunHook):
   """Profiles one run every N steps or seconds with the TF2 profiler.
@@ -141,7 +55,7 @@ class ProfilerHook(SessionRunHook):
     self._save_steps = save_steps
 
   def begin(self):
-    _discard_unfinished_trace()  # left by a session that raised mid-run
+    discard_unfinished_trace()  # left by a session that raised mid-run
     self._next_step = None
     self._tracing = False
     self._timer.reset()
@@ -189,7 +103,7 @@ class ProfilerHook(SessionRunHook):
     del session  # unused
     if self._tracing:
       self._tracing = False
-      _discard_unfinished_trace()
+      discard_unfinished_trace()
 
   def _save(self, step):
     run_dir = self._traces.save(step)

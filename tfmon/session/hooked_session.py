@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from tfmon import training_util
 from tfmon.compiled import fetch_plan
-from tfmon.hooks.profiler import Traces
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
+from tfmon.profiling import Traces
 from tfmon.session import raw_session
 from tfmon.session.observation_schedule import ObservationSchedule, declares_schedule
 from tfmon.session.wrapped_session import WrappedSession

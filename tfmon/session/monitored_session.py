@@ -72,9 +72,10 @@ def _strategy_scope(strategy):
         'tf.distribute.coordinator.ClusterCoordinator, and a tfmon session runs '
         'them in this process. Use MirroredStrategy to train on the devices of '
         'one machine.')
-  if _workers(strategy) > 1:
+  workers = _workers(strategy)
+  if workers > 1:
     raise ValueError(
-        f'strategy={strategy!r} spans {_workers(strategy)} worker processes, which '
+        f'strategy={strategy!r} spans {workers} worker processes, which '
         "tfmon does not support yet: workers' collective ops must match one to "
         "one, and v1's chief-only hooks (checkpoints, summaries) make the chief "
         'create variables and trace calls that the other workers do not. Use '
