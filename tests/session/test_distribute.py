@@ -231,3 +231,11 @@ def test_a_strategy_spanning_worker_processes_is_refused():
   for stdout, stderr in outputs:
     assert 'refused: strategy=' in stdout, stderr[-2000:]
     assert 'spans 2 worker processes, which tfmon does not support yet' in stdout
+
+
+def test_xla_under_several_replicas_is_refused():
+  # XLA cannot compile a step spanning devices; TF's own error says so only at
+  # the first run, as "Trying to access resource ... located in device".
+  with pytest.raises(ValueError, match=r"jit_compile=True with .*MirroredStrategy.*"
+                                      r"spans its 2 replicas' devices"):
+    tfmon.train.MonitoredTrainingSession(strategy=_mirrored(), jit_compile=True)

@@ -56,9 +56,9 @@ def _check_step_fn(step_fn):
         ' method. Got {} instead.'.format(parameters))
 
 
-def _strategy_scope(strategy):
-  """What a session's work runs under: `strategy.scope()`, or nothing to enter
-  when the strategy (given, else the one in scope) is TF's default one."""
+def _resolve_strategy(strategy):
+  """The strategy a session works under (given, else the one in scope), or None
+  for TF's default one, which needs no scope."""
   in_scope = tf.distribute.get_strategy()  # TF's default one outside any scope
   strategy = in_scope if strategy is None else strategy
   if not isinstance(strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
@@ -87,8 +87,8 @@ def _strategy_scope(strategy):
           'session is created in. Pass the strategy your model and optimizer were '
           "created under, or create the session outside the other strategy's scope.")
   elif strategy is in_scope:
-    return contextlib.nullcontext  # TF's default strategy: nothing to enter
-  return strategy.scope
+    return None  # TF's default strategy
+  return strategy
 
 
 def _workers(strategy):
@@ -143,7 +143,14 @@ class _MonitoredSession:
                stop_grace_period_secs=120, steps_per_loop=1, jit_compile=None,
                strategy=None, profile_dir=''):
     self._hooks = check_hooks(hooks)
-    self._scope = _strategy_scope(strategy)
+    strategy = _resolve_strategy(strategy)
+    if jit_compile and strategy and strategy.num_replicas_in_sync > 1:
+      raise ValueError(
+          f'jit_compile={jit_compile!r} with {strategy!r}: XLA compiles each whole '
+          f'step function, which spans its {strategy.num_replicas_in_sync} replicas\' '
+          'devices, and XLA cannot compile across devices. Leave jit_compile unset '
+          'under a strategy with more than one replica.')
+    self._scope = strategy.scope if strategy else contextlib.nullcontext
     if (isinstance(steps_per_loop, bool) or not isinstance(steps_per_loop, int) or
         steps_per_loop < 1):
       raise ValueError(f'steps_per_loop={steps_per_loop!r} must be a positive int: '
