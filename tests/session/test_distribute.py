@@ -55,16 +55,14 @@ class RegressionJob:
     return {'loss': loss}
 
   def train(self, last_step, **session_kwargs):
-    """Trains until `last_step`; returns the losses LoggingTensorHook-style runs saw."""
-    losses = []
+    """Trains with MonitoredTrainingSession until `last_step`."""
     with tfmon.train.MonitoredTrainingSession(
         checkpoint={'model': self.model, 'optimizer': self.optimizer},
         hooks=[tfmon.train.StopAtStepHook(last_step=last_step),
                tfmon.train.NanTensorHook('loss')],
         **session_kwargs) as sess:
       while not sess.should_stop():
-        losses.append(sess.run(self.step)['loss'])
-    return losses
+        sess.run(tfmon.train.op(self.step))
 
   def weights(self):
     return [v.numpy() for v in self.model.weights]
