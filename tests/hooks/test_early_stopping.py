@@ -266,10 +266,10 @@ def test_argument_errors(tmp_path):
   with pytest.raises(ValueError, match='One of `run_every_secs` and `run_every_steps` '
                      'must be set'):
     early_stopping.stop_if_lower_hook(eval_dir, 'loss', 1.0, run_every_secs=None)
-  with pytest.raises(ValueError, match='`run_every_steps` must be a positive number; '
-                     'got 0'):
+  with pytest.raises(ValueError, match=r'`run_every_steps` must be a non-negative '
+                     r'number \(0: every run\); got -1'):
     early_stopping.stop_if_lower_hook(eval_dir, 'loss', 1.0, run_every_secs=None,
-                                      run_every_steps=0)
+                                      run_every_steps=-1)
   with pytest.raises(TypeError, match=r'reads evaluation results from an '
                      r'EvaluationHook or a directory .* got 3 of type int'):
     early_stopping.stop_if_higher_hook(3, 'accuracy', 0.9)
@@ -284,12 +284,22 @@ def test_argument_errors(tmp_path):
   with pytest.raises(TypeError, match="threshold must be a number; got '0.9'"):
     early_stopping.stop_if_higher_hook(eval_dir, 'accuracy', '0.9')
   with pytest.raises(ValueError, match='max_steps_without_decrease must be a '
-                     'non-negative int'):
+                     'non-negative number of global steps; got -1'):
     early_stopping.stop_if_no_decrease_hook(eval_dir, 'loss', -1)
   with pytest.raises(ValueError, match='max_steps_without_increase must be a '
-                     'non-negative int'):
-    early_stopping.stop_if_no_increase_hook(eval_dir, 'accuracy', 1.5)
-  with pytest.raises(ValueError, match='min_steps must be a non-negative int'):
+                     "non-negative number of global steps; got '10'"):
+    early_stopping.stop_if_no_increase_hook(eval_dir, 'accuracy', '10')
+  with pytest.raises(ValueError, match='min_steps must be a non-negative number'):
     early_stopping.stop_if_no_increase_hook(eval_dir, 'accuracy', 10, min_steps=-1)
   with pytest.raises(TypeError, match='`should_stop_fn` must be callable'):
     early_stopping.make_early_stopping_hook(object())  # Estimator's estimator argument
+
+
+def test_values_estimator_accepts_are_accepted():
+  # Ported code writes step counts as 1e4 and checks on every run with 0 seconds,
+  # as Estimator's own tests do.
+  global_step = tfmon.train.get_or_create_global_step()
+  evaluation = _evaluation(global_step)
+  stop = early_stopping.stop_if_no_decrease_hook(evaluation, 'loss', 4e0,
+                                                 min_steps=0., run_every_secs=0)
+  assert _train(global_step, [evaluation, stop]) == 8  # as with run_every_steps=1

@@ -189,9 +189,15 @@ def _check_period(run_every_secs, run_every_steps):
     raise ValueError('One of `run_every_secs` and `run_every_steps` must be set.')
   for name, value in (('run_every_secs', run_every_secs),
                       ('run_every_steps', run_every_steps)):
-    if value is not None and (isinstance(value, bool) or
-                              not isinstance(value, numbers.Real) or value <= 0):
-      raise ValueError(f'`{name}` must be a positive number; got {value!r}.')
+    if value is not None and not _is_non_negative_number(value):
+      raise ValueError(f'`{name}` must be a non-negative number (0: every run); got '
+                       f'{value!r}.')
+
+
+def _is_non_negative_number(value):
+  """What Estimator's comparisons accept for a step count or period: 1e4 too."""
+  return (not isinstance(value, bool) and isinstance(value, numbers.Real) and
+          value >= 0)
 
 
 def make_early_stopping_hook(should_stop_fn, run_every_secs=60, run_every_steps=None):
@@ -212,7 +218,7 @@ def make_early_stopping_hook(should_stop_fn, run_every_secs=60, run_every_steps=
   Raises:
     TypeError: `should_stop_fn` is not callable.
     ValueError: both or neither of `run_every_secs` and `run_every_steps`, or a
-      non-positive one.
+      negative one.
   """
   if not callable(should_stop_fn):
     raise TypeError(
@@ -227,10 +233,9 @@ def _check_common(caller, metric_name, min_steps, run_every_secs, run_every_step
   if not isinstance(metric_name, str) or not metric_name:
     raise TypeError(f'{caller} metric_name must be a metric name (a non-empty str); '
                     f'got {metric_name!r}.')
-  if isinstance(min_steps, bool) or not isinstance(min_steps, numbers.Integral) \
-      or min_steps < 0:
-    raise ValueError(f'{caller} min_steps must be a non-negative int; got '
-                     f'{min_steps!r}.')
+  if not _is_non_negative_number(min_steps):
+    raise ValueError(f'{caller} min_steps must be a non-negative number of global '
+                     f'steps; got {min_steps!r}.')
   _check_period(run_every_secs, run_every_steps)
 
 
@@ -272,11 +277,9 @@ def _stop_if_no_metric_improvement_hook(caller, evaluation, metric_name,
   _check_common(caller, metric_name, min_steps, run_every_secs, run_every_steps)
   argument = ('max_steps_without_increase' if higher_is_better
               else 'max_steps_without_decrease')
-  if (isinstance(max_steps_without_improvement, bool) or
-      not isinstance(max_steps_without_improvement, numbers.Integral) or
-      max_steps_without_improvement < 0):
-    raise ValueError(f'{caller} {argument} must be a non-negative int (global steps); '
-                     f'got {max_steps_without_improvement!r}.')
+  if not _is_non_negative_number(max_steps_without_improvement):
+    raise ValueError(f'{caller} {argument} must be a non-negative number of global '
+                     f'steps; got {max_steps_without_improvement!r}.')
   results = _EvalResults(evaluation, eval_dir, caller)
   is_lhs_better = operator.gt if higher_is_better else operator.lt
   increase_or_decrease = 'increase' if higher_is_better else 'decrease'
@@ -307,9 +310,11 @@ def _stop_if_no_metric_improvement_hook(caller, evaluation, metric_name,
 
 
 _SOURCE_DOC = """Where evaluation results come from: an `EvaluationHook`
-      (place it before this hook), or a directory of event files (Estimator's
-      `estimator.eval_dir()`, an EvaluationHook's `<summary_dir>/<name>`).
-      None when `eval_dir` is given."""
+      (place it before this hook; it holds this session's evaluations only), or
+      a directory of event files (Estimator's `estimator.eval_dir()`, an
+      EvaluationHook's `<summary_dir>/<name>`, which also hold the evaluations of
+      earlier runs of a resumed job, as Estimator's eval directory did). None
+      when `eval_dir` is given."""
 
 
 def stop_if_higher_hook(evaluation, metric_name, threshold, eval_dir=None,
@@ -422,7 +427,7 @@ def stop_if_no_increase_hook(evaluation, metric_name, max_steps_without_increase
     training steps, and initiates early stopping if true.
 
   Raises:
-    As `stop_if_higher_hook`; also ValueError for a negative or non-int
+    As `stop_if_higher_hook`; also ValueError for a negative or non-numeric
     `max_steps_without_increase`.
   """
   return _stop_if_no_metric_improvement_hook(
@@ -462,7 +467,7 @@ def stop_if_no_decrease_hook(evaluation, metric_name, max_steps_without_decrease
     training steps, and initiates early stopping if true.
 
   Raises:
-    As `stop_if_higher_hook`; also ValueError for a negative or non-int
+    As `stop_if_higher_hook`; also ValueError for a negative or non-numeric
     `max_steps_without_decrease`.
   """
   return _stop_if_no_metric_improvement_hook(
