@@ -13,6 +13,7 @@ cannot be checkpointed by TensorFlow and are refused with a message.
 """
 
 import os
+import sys
 
 from absl import logging
 import tensorflow as tf
@@ -83,6 +84,32 @@ def as_checkpoint(value, arg_name='checkpoint'):
   if not value:
     logging.warning(_ONLY_GLOBAL_STEP_WARNING)
   return checkpoint, manager
+
+
+def require_created_in_scope(checkpoint):
+  """Raises ValueError for a trainable variable of `checkpoint` that the strategy
+  in scope did not create: replicas cannot update it, and TensorFlow
+  fails at the first step with a bare AssertionError."""
+  strategy = tf.distribute.get_strategy()
+  for trackable in tf.train.TrackableView(checkpoint).descendants():
+    variable = _tf_variable(trackable)
+    if (variable is not None and variable.trainable and
+        not strategy.extended.variable_created_in_scope(variable)):
+      raise ValueError(
+          f'Variable {variable.name!r} was created outside the scope of '
+          f'{strategy!r}, which the session works under, so its replicas cannot '
+          'update it. Create the model and optimizer inside '
+          '`with strategy.scope():`.')
+
+
+def _tf_variable(trackable):
+  """The tf.Variable `trackable` is or (a Keras 3 variable) wraps, else None."""
+  if isinstance(trackable, tf.Variable):
+    return trackable
+  keras = sys.modules.get('keras')  # a Keras variable exists only if Keras is loaded
+  if keras is not None and isinstance(trackable, getattr(keras, 'Variable', ())):
+    return trackable.value
+  return None
 
 
 def latest_checkpoint_path(checkpoint_dir=None, checkpoint_filename_with_path=None):

@@ -237,3 +237,13 @@ def test_xla_under_several_replicas_is_refused():
   with pytest.raises(ValueError, match=r"jit_compile=True with .*MirroredStrategy.*"
                                       r"spans its 2 replicas' devices"):
     tfmon.train.MonitoredTrainingSession(strategy=_mirrored(), jit_compile=True)
+
+
+def test_a_model_made_outside_the_strategy_scope_is_refused_at_creation():
+  strategy = _mirrored()
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])  # no scope
+  # Else the first step fails inside Keras' optimizer with a bare AssertionError.
+  with pytest.raises(ValueError, match=r"Variable 'sequential.*/dense.*/kernel:0' was "
+                     r'created outside the scope of .*MirroredStrategy.* Create the '
+                     r'model and optimizer inside `with strategy.scope\(\):`'):
+    tfmon.train.MonitoredTrainingSession(checkpoint={'model': model}, strategy=strategy)

@@ -1,5 +1,7 @@
 """Scaffold: how a session initializes, checkpoints and summarizes what steps use."""
 
+import tensorflow as tf
+
 from tfmon import checkpointing
 from tfmon import summaries
 
@@ -106,6 +108,12 @@ class Scaffold:
       self._checkpoint, self._checkpoint_manager = checkpointing.as_checkpoint(
           self._checkpoint_arg)
     return self._checkpoint
+
+  def require_created_in_scope(self):
+    """Raises ValueError if, under a tf.distribute strategy, a trainable variable
+    given in `checkpoint` was created outside its scope."""
+    if self._checkpoint_arg is not None and tf.distribute.has_strategy():
+      checkpointing.require_created_in_scope(self.checkpoint)
 
   @property
   def checkpoint_manager(self):

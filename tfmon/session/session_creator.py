@@ -21,7 +21,11 @@ def _check_scaffold(scaffold):
 
 
 def _restore_latest(scaffold, checkpoint_dir, checkpoint_filename_with_path=None):
-  """Restores the scaffold's checkpoint from the latest on disk; True if it did."""
+  """Restores the scaffold's checkpoint from the latest on disk; True if it did.
+
+  First checks that what it holds fits the strategy the session works under.
+  """
+  scaffold.require_created_in_scope()
   path = checkpointing.latest_checkpoint_path(checkpoint_dir,
                                               checkpoint_filename_with_path)
   if path:
