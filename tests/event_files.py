@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import plugin_event_accumulator
 
 
 def events(logdir):
@@ -17,3 +18,13 @@ def steps(accumulator, tag):
 
 def values(accumulator, tag):
   return [float(tf.make_ndarray(event.tensor_proto)) for event in accumulator.Tensors(tag)]
+
+
+def served(logdir, tag):
+  """`(steps, values)` of scalar `tag` as TensorBoard's server reads them (its
+  plugin accumulator, which also drops what a restarted run superseded)."""
+  accumulator = plugin_event_accumulator.EventAccumulator(str(logdir))
+  accumulator.Reload()
+  events = accumulator.Tensors(tag)
+  return ([event.step for event in events],
+          [float(tf.make_ndarray(event.tensor_proto)) for event in events])

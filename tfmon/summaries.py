@@ -1,8 +1,11 @@
 """Summary writers, one per directory, shared by every hook (v1's SummaryWriterCache)."""
 
 import os
+import time
 
 import tensorflow as tf
+from tensorflow.core.util import event_pb2
+from tensorflow.python.ops import summary_ops_v2
 
 _writers = {}
 
@@ -14,6 +17,21 @@ def writer_for(logdir):
   if writer is None:
     writer = _writers[logdir] = tf.summary.create_file_writer(logdir)
   return writer
+
+
+def write_session_start(writer, step):
+  """Writes v1's `SessionLog(status=START)` event at `step` into `writer`.
+
+  TensorBoard then drops what earlier runs of the job wrote at `step` or later:
+  a job killed (or stopped) after its last checkpoint wrote summaries that its
+  resumed run writes again, and without this TensorBoard shows both. tf.summary
+  has no public call for session logs; `import_event` writes a raw Event.
+  """
+  event = event_pb2.Event(step=step, wall_time=time.time(),
+                          session_log=event_pb2.SessionLog(
+                              status=event_pb2.SessionLog.START))
+  with writer.as_default():
+    summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
 
 
 def summary_ops(summary_op):

@@ -6,8 +6,9 @@ import pytest
 import tensorflow as tf
 
 import tfmon
+from tests import event_files
 from tests.event_files import events as _events, steps as _steps, values as _values
-from tests.training import Job
+from tests.training import Job, forget_global_step
 
 
 class _TracedLosses(Job):
@@ -34,6 +35,34 @@ def test_records_first_run_then_every_n_steps_with_post_step_global_step(tmp_pat
   assert _values(events, 'loss') == pytest.approx([losses[s] for s in (1, 3, 5, 7)])
   assert job.traces == 1  # recording and non-recording runs share one trace
   assert events.Tags()['graph']  # the compiled step, for the Graphs tab
+
+
+class _DieAfter(tfmon.train.SessionRunHook):
+  """Raises after the run reaching `step`: the job ends as a killed one does,
+  without end() and so without a final checkpoint."""
+
+  def __init__(self, step):
+    self._step = step
+
+  def after_run(self, run_context, run_values):
+    if tfmon.train.global_step_after_run(run_context,
+                                         tfmon.train.get_global_step()) == self._step:
+      raise RuntimeError('killed')
+
+
+def test_a_resumed_job_replaces_what_its_dead_run_wrote_after_its_checkpoint(tmp_path):
+  duties = dict(checkpoint_dir=str(tmp_path), save_checkpoint_steps=6,
+                save_summaries_steps=1, log_step_count_steps=None)
+  with pytest.raises(RuntimeError, match='killed'):
+    Job().train(12, hooks=[_DieAfter(10)], **duties)  # checkpoints at 0 and 6
+  forget_global_step()
+  resumed = Job(init_seed=1)
+  losses = resumed.train(12, **duties)  # from step 6: steps 7 to 12
+  # Steps 7-10 of the dead run are gone: TensorBoard purges them on the resumed
+  # session's SessionLog.START at step 7, as it did for v1's hook.
+  steps, values = event_files.served(tmp_path, 'loss')
+  assert steps == list(range(1, 13))
+  assert values[6:] == pytest.approx(losses)
 
 
 def test_summary_op_callables_are_recorded_on_trigger_steps(tmp_path):

@@ -32,7 +32,10 @@ class SummarySaverHook(SessionRunHook):
   traces its calls once under this hook's writer with `tf.summary.record_if` fed
   true only on trigger runs: no retrace, and non-trigger runs skip the summary ops.
   As v1, the first run records, then the timer decides, and summaries carry the
-  post-step global step. The first call's graph is written for TensorBoard.
+  post-step global step. The first call's graph is written for TensorBoard. As
+  v1, each session starts with a `SessionLog.START` event at its first step, so
+  TensorBoard drops what an earlier run of the job wrote from there on (a job
+  killed after its last checkpoint redoes those steps when resumed).
 
   Args:
     save_steps: Save every N steps.
@@ -72,6 +75,12 @@ class SummarySaverHook(SessionRunHook):
     if self._scaffold is not None:
       self._summary_ops = self._scaffold.summary_ops
     self._summary_op_fetches = [op(fn) for fn in self._summary_ops]
+
+  def after_create_session(self, session, coord):
+    # v1 wrote it after its first run, before that run's summaries, which it
+    # wrote itself; here the run writes them, so the start goes first.
+    summaries.write_session_start(
+        self._writer, int(session.run(self._global_step_tensor)) + 1)
 
   def steps_until_observed(self, global_step):
     if self._next_step is None:
