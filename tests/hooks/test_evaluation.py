@@ -8,8 +8,10 @@ import pytest
 import tensorflow as tf
 
 import tfmon
+from tests import event_files
 from tests.event_files import events as _events, steps as _steps, values as _values
 from tests.training import Job, forget_global_step
+from tfmon.hooks import early_stopping
 from tfmon.hooks.evaluation import EvaluationHook
 
 _NO_DEFAULT_HOOKS = dict(save_summaries_steps=None, log_step_count_steps=None)
@@ -124,6 +126,22 @@ def test_logs_estimators_line_and_writes_event_files(tmp_path, caplog):
   assert _steps(events, 'accuracy') == [2, 4]
   assert _values(events, 'accuracy') == [0.5, 0.5]
   assert 'global_step' not in events.Tags()['tensors']  # as Estimator: it is the step
+
+
+def test_a_resumed_job_replaces_the_evaluations_made_after_its_checkpoint(tmp_path):
+  global_step = tfmon.train.get_or_create_global_step()
+  _increment_global_step(global_step, 6, [_constant_evaluation(
+      global_step, every_n_steps=2, summary_dir=str(tmp_path))])  # 2, 4, 6
+  global_step.assign(3)  # as restoring a checkpoint of step 3 does
+  _increment_global_step(global_step, 6, [_constant_evaluation(
+      global_step, every_n_steps=2, summary_dir=str(tmp_path))])  # 5, then 6 at end
+  steps, values = event_files.served(tmp_path / 'eval', 'loss')
+  assert steps == [2, 5, 6]  # the first run's 4 and 6 are superseded
+  assert values == [2.25, 5.25, 6.25]
+  # Early stopping reading the directory sees the same evaluations.
+  assert {step: metrics['loss'] for step, metrics in
+          early_stopping.read_eval_metrics(tmp_path / 'eval').items()} == {
+              2: 2.25, 5: 5.25, 6: 6.25}
 
 
 @pytest.mark.parametrize('kwargs, evaluated_steps', [

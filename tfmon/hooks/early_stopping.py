@@ -15,6 +15,7 @@ import os
 
 from absl import logging
 from tensorboard.backend.event_processing import event_file_loader
+from tensorboard.compat.proto import event_pb2
 import tensorflow as tf
 
 from tfmon.training_util import require_global_step
@@ -45,7 +46,10 @@ def read_eval_metrics(eval_dir):
   hold the same tag at the same step, the later one wins. They are read with
   TensorBoard's own loader rather than Estimator's `summary_iterator`, which
   raises DataLossError on the partial record at the end of a file that another
-  process (an evaluator job) is writing.
+  process (an evaluator job) is writing. As TensorBoard, a `SessionLog.START`
+  event (tfmon's EvaluationHook writes one when a session starts) drops the
+  results read so far at its step and after: evaluations of a run that a
+  resumed job superseded.
 
   Args:
     eval_dir: The directory of event files. A missing directory has no results.
@@ -59,6 +63,10 @@ def read_eval_metrics(eval_dir):
   for event_file in sorted(tf.io.gfile.glob(os.path.join(eval_dir,
                                                          _EVENT_FILE_GLOB_PATTERN))):
     for event in event_file_loader.LegacyEventFileLoader(event_file).Load():
+      if (event.HasField('session_log') and
+          event.session_log.status == event_pb2.SessionLog.START):
+        for step in [step for step in eval_metrics_dict if step >= event.step]:
+          del eval_metrics_dict[step]
       if not event.HasField('summary'):
         continue
       metrics = {}

@@ -315,6 +315,10 @@ class EvaluationHook(SessionRunHook):
     if self._eval_keys is None:
       self._eval_keys = self._trace_eval_step()
     global_step = int(session.run(self._global_step_tensor))
+    if self._writer is not None:
+      # TensorBoard then drops what an earlier run of the job evaluated after
+      # the checkpoint this session resumes from (it evaluates those steps again).
+      summaries.write_session_start(self._writer, global_step + 1)
     if self._timer is not None:
       self._timer.update_last_triggered_step(global_step)
     if self._at_start and global_step != self._last_evaluated_step:
