@@ -168,7 +168,7 @@ class _MonitoredSession:
           stop_grace_period_secs=stop_grace_period_secs,
           steps_per_loop=steps_per_loop,
           jit_compile=jit_compile,
-          profile_dir=os.fspath(profile_dir))
+          profile_dir=os.fspath(profile_dir or ''))
       if should_recover:
         self._sess = RecoverableSession(self._coordinated_creator)
       else:
