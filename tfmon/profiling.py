@@ -47,7 +47,7 @@ class Traces:
   """
 
   def __init__(self, output_dir):
-    self.profile_dir = os.path.join(output_dir, 'plugins', 'profile')
+    self._profile_dir = os.path.join(output_dir, 'plugins', 'profile')
     self._staging_dir = os.path.join(output_dir, f'.profiler-staging-{os.getpid()}')
 
   def start(self, who):
@@ -84,7 +84,7 @@ class Traces:
       raise RuntimeError(f'The profiler wrote {runs} into {staged_profile_dir}; '
                          'tfmon expected one run.')
     timestamp = runs[0].rstrip('/')
-    run_dir = os.path.join(self.profile_dir, f'{timestamp}_step_{step}')
+    run_dir = os.path.join(self._profile_dir, f'{timestamp}_step_{step}')
     staged_run_dir = os.path.join(staged_profile_dir, timestamp)
     # File by file, as gfile renames files on every file system (GCS included).
     for root, _, files in tf.io.gfile.walk(staged_run_dir):
