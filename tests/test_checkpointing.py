@@ -1,11 +1,16 @@
-"""Input-pipeline state in checkpoints, and what cannot be checkpointed."""
+"""Input-pipeline state in checkpoints, what cannot be checkpointed, and traced
+checkpoint writes."""
 
+import os
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfmon
-from tests.training import forget_global_step
+from tfmon import checkpointing
+from tests.training import Job, forget_global_step
 
 
 class PipelineJob:
@@ -61,3 +66,115 @@ def test_distributed_iterators_are_refused_with_the_reason():
 def test_python_iterators_are_refused():
   with pytest.raises(TypeError, match='a Python generator or iterator is not'):
     tfmon.train.Scaffold(checkpoint={'iterator': iter([1, 2, 3])})
+
+
+def _traced(checkpoint):
+  """Whether `checkpoint`'s next write with an unchanged object graph is traced."""
+  return bool(checkpoint._traced_writes._write)  # pylint: disable=protected-access
+
+
+def _saved(path):
+  """Every tensor `path` holds but the tf.data iterator states, as numpy."""
+  reader = tf.train.load_checkpoint(path)
+  return {key: reader.get_tensor(key)
+          for key, dtype in reader.get_variable_to_dtype_map().items()
+          if dtype != tf.variant}
+
+
+class _RecordVariables(tfmon.train.CheckpointSaverListener):
+  """Records `variables()` (numpy values) at each save."""
+
+  def __init__(self, variables):
+    self._variables = variables
+    self.values = {}
+
+  def before_save(self, session, global_step_value):
+    self.values[global_step_value] = self._variables()
+
+
+def test_traced_writes_save_the_values_of_their_moment_under_the_same_keys(tmp_path):
+  job = Job()
+  job.optimizer = keras.optimizers.Adam(0.05)  # builds its slots in the first step
+  recorder = _RecordVariables(job.variables)
+  scaffold = tfmon.train.Scaffold(checkpoint=job.checkpoint)
+  saver = tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1, scaffold=scaffold,
+                                          listeners=[recorder])
+  with tfmon.train.MonitoredSession(
+      session_creator=tfmon.train.ChiefSessionCreator(scaffold=scaffold),
+      hooks=[saver, tfmon.train.StopAtStepHook(last_step=4)]) as sess:
+    while not sess.should_stop():
+      sess.run(job.step)
+  assert _traced(scaffold.checkpoint)
+  # Step 0 has no optimizer slots; step 1's graph is new, written eagerly, and
+  # step 2's, unchanged, is traced.
+  assert sorted(recorder.values) == [0, 1, 2, 3, 4]
+  eager = _saved(tmp_path / 'model.ckpt-1')
+  for step in (2, 3, 4):
+    traced = _saved(tmp_path / f'model.ckpt-{step}')
+    assert sorted(traced) == sorted(eager)
+    assert traced['_CHECKPOINTABLE_OBJECT_GRAPH'] == eager['_CHECKPOINTABLE_OBJECT_GRAPH']
+    assert traced['global_step/.ATTRIBUTES/VARIABLE_VALUE'] == step
+    assert traced['save_counter/.ATTRIBUTES/VARIABLE_VALUE'] == step + 1
+    restored = Job(init_seed=1)
+    restored.optimizer = keras.optimizers.Adam(0.05)
+    restored.optimizer.build(restored.model.trainable_variables)
+    checkpointing.restore(tf.train.Checkpoint(**restored.checkpoint),
+                          str(tmp_path / f'model.ckpt-{step}'))
+    for saved, value in zip(restored.variables(), recorder.values[step]):
+      np.testing.assert_array_equal(saved, value)
+  assert os.path.exists(tmp_path / 'model.ckpt-4.data-00000-of-00001')  # one shard
+
+
+def test_a_changed_object_graph_is_written_eagerly_then_traced_again(tmp_path):
+  module = tf.Module()
+  module.v = tf.Variable(1.0)
+  checkpoint, _ = checkpointing.as_checkpoint({'module': module})
+  writer = checkpointing.CheckpointWriter(checkpoint, directory=str(tmp_path),
+                                          max_to_keep=None)
+  writer.save(0)
+  writer.save(1)
+  assert _traced(checkpoint)
+  module.v.assign(2.0)
+  writer.save(2)
+  module.v = tf.Variable(3.0)  # the same name, another variable
+  writer.save(3)
+  assert not _traced(checkpoint)
+  module.w = tf.Variable(4.0)  # a new variable
+  writer.save(4)
+  module.v.assign(5.0)
+  writer.save(5)
+  assert _traced(checkpoint)
+  module.w.assign(6.0)
+  writer.save(6)
+  saved = {step: _saved(tmp_path / f'model.ckpt-{step}') for step in range(7)}
+  v, w = 'module/v/.ATTRIBUTES/VARIABLE_VALUE', 'module/w/.ATTRIBUTES/VARIABLE_VALUE'
+  assert [saved[step][v] for step in range(7)] == [1, 1, 2, 3, 3, 5, 5]
+  assert [saved[step].get(w) for step in range(7)] == [None] * 4 + [4, 4, 6]
+
+
+class _Counter(tf.train.experimental.PythonState):
+  """Python state: what TensorFlow saves is computed in Python at each write."""
+
+  def __init__(self):
+    self.count = 0
+
+  def serialize(self):
+    return str(self.count)
+
+  def deserialize(self, string_value):
+    self.count = int(string_value)
+
+
+def test_python_state_is_saved_as_it_is_at_each_write(tmp_path):
+  counter = _Counter()
+  checkpoint, _ = checkpointing.as_checkpoint({'counter': counter, 'v': tf.Variable(0)})
+  writer = checkpointing.CheckpointWriter(checkpoint, directory=str(tmp_path))
+  for step in range(4):
+    counter.count = 10 * step
+    writer.save(step)
+  assert not _traced(checkpoint)
+  for step in range(4):
+    restored = _Counter()
+    tf.train.Checkpoint(counter=restored).read(
+        str(tmp_path / f'model.ckpt-{step}')).expect_partial()
+    assert restored.count == 10 * step
