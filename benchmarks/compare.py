@@ -136,10 +136,12 @@ class Model:
 MODELS = {
     'mlp': Model(overhead.mlp_model, _graph_mlp, overhead.MLP_INPUT_SHAPE,
                  default_rounds=9, default_steps=2000, warmup_steps=200),
-    # 30-60 ms a step on 2 shared cores: 600 steps of 8 variants is 3-5 minutes.
-    # Rounds of 100 steps still hold one summary and log step each.
+    # 30-60 ms a step on 2 shared cores: 1,000 steps of 8 variants is 6-8 minutes.
+    # Rounds of 100 steps still hold one summary and log step each. With 5
+    # rounds the medians moved by 2-3% between runs, as much as the CNN
+    # targets' margins; 9 rounds also reach step 1,000, so one checkpoint is timed.
     'cnn': Model(overhead.cnn_model, _graph_cnn, overhead.CNN_INPUT_SHAPE,
-                 default_rounds=5, default_steps=100, warmup_steps=100),
+                 default_rounds=9, default_steps=100, warmup_steps=100),
 }
 
 

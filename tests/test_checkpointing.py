@@ -74,11 +74,9 @@ def _traced(checkpoint):
 
 
 def _saved(path):
-  """Every tensor `path` holds but the tf.data iterator states, as numpy."""
+  """Every tensor `path` holds, as numpy."""
   reader = tf.train.load_checkpoint(path)
-  return {key: reader.get_tensor(key)
-          for key, dtype in reader.get_variable_to_dtype_map().items()
-          if dtype != tf.variant}
+  return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()}
 
 
 class _RecordVariables(tfmon.train.CheckpointSaverListener):
