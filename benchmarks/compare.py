@@ -23,7 +23,8 @@ after warm-up kept from the cycle collector (overhead.long_lived_objects_frozen)
 The graph-mode worker takes its turn in that order: the parent waits while it
 runs. Prints, per model, the median steps/sec of each variant and the median of
 its same-round ratios to (a) (the machines are shared and noisy: only same-round
-ratios mean anything).
+ratios mean anything), then issue 6's targets; after the MLP, the cost of 50
+idle hooks, measured by benchmarks.overhead.
 
   python -m benchmarks.compare [--model mlp|cnn|both] [--rounds N] [--steps N]
 """
@@ -749,6 +750,21 @@ def targets(model_name, results, duties=Duties()):
   return lines
 
 
+def _print_idle_hooks_target():
+  """Issue 6's last target, cost growth, measured as `python -m benchmarks.overhead
+  --model mlp` does (its own variants: tfmon alone, without duties)."""
+  model_fn, rounds, steps = overhead.MODELS['mlp']
+  absl_verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.WARNING)  # 51 hooks' log lines are not the point
+  try:
+    _, (idle_ratio, growth) = overhead.measure(model_fn, rounds, steps)
+  finally:
+    logging.set_verbosity(absl_verbosity)
+  print(f'  and benchmarks.overhead\'s {rounds} rounds of {steps} steps: '
+        f'{overhead.idle_hooks_line(idle_ratio, growth)}')
+  sys.stdout.flush()
+
+
 def main():
   if sys.argv[1:] == [_WORKER_FLAG]:
     _graph_mode_worker()
@@ -769,6 +785,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix='tfmon_compare_') as directory:
       results = measure(model_name, rounds, steps, model.warmup_steps, directory)
     _print_table(model_name, rounds, steps, model.warmup_steps, results)
+    if model_name == 'mlp':
+      _print_idle_hooks_target()
   print('(d) runs in a graph-mode worker process, taking its turn in each round\'s '
         'rotated order while this process waits.')
 
