@@ -213,9 +213,11 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--model', choices=['mlp', 'cnn', 'both'], default='both')
   parser.add_argument('--rounds', type=int, default=0,
-                      help='interleaved rounds (default: 9 for mlp, 21 for cnn)')
+                      help='interleaved rounds (default: %s)' % ', '.join(
+                          f'{rounds} for {name}' for name, (_, rounds, _) in MODELS.items()))
   parser.add_argument('--steps', type=int, default=0,
-                      help='steps per round (default: 2000 for mlp, 10 for cnn)')
+                      help='steps per round (default: %s)' % ', '.join(
+                          f'{steps} for {name}' for name, (_, _, steps) in MODELS.items()))
   args = parser.parse_args()
   logging.set_verbosity(logging.WARNING)  # the hooks' log lines are not the point
   names = ['mlp', 'cnn'] if args.model == 'both' else [args.model]

@@ -72,10 +72,6 @@ class Traces:
     _unfinished_trace = None
     tf.profiler.experimental.stop()
 
-  def discard(self):
-    """Stops the profiler without keeping its trace (the traced run raised)."""
-    discard_unfinished_trace()
-
   def save(self, step):
     """Moves the staged trace into its run directory; returns that directory."""
     staged_profile_dir = os.path.join(self._staging_dir, 'plugins', 'profile')

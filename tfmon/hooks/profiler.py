@@ -10,6 +10,7 @@ from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
 from tfmon.profiling import Traces, discard_unfinished_trace
 
+
 class ProfilerHook(SessionRunHook):
   """Profiles one run every N steps or seconds with the TF2 profiler.
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 from tfmon import training_util
 from tfmon.compiled import fetch_plan
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
-from tfmon.profiling import Traces
+from tfmon.profiling import Traces, discard_unfinished_trace
 from tfmon.session import raw_session
 from tfmon.session.observation_schedule import ObservationSchedule, declares_schedule
 from tfmon.session.wrapped_session import WrappedSession
@@ -87,7 +87,7 @@ class HookedSession(WrappedSession):
           all_fetches, feed_dict, options, run_metadata, steps, caller_leaves)
     except BaseException:
       if traced:
-        self._traces.discard()
+        discard_unfinished_trace()
       raise
     if traced:
       self._traces.stop()

@@ -150,7 +150,7 @@ class _MonitoredSession:
           f'step function, which spans its {strategy.num_replicas_in_sync} replicas\' '
           'devices, and XLA cannot compile across devices. Leave jit_compile unset '
           'under a strategy with more than one replica.')
-    self._scope = strategy.scope if strategy else contextlib.nullcontext
+    self._strategy = strategy
     if (isinstance(steps_per_loop, bool) or not isinstance(steps_per_loop, int) or
         steps_per_loop < 1):
       raise ValueError(f'steps_per_loop={steps_per_loop!r} must be a positive int: '
@@ -174,6 +174,10 @@ class _MonitoredSession:
       else:
         self._sess = self._coordinated_creator.create_session()
 
+  def _scope(self):
+    """The session's strategy's scope (nothing to enter for TF's default one)."""
+    return self._strategy.scope() if self._strategy else contextlib.nullcontext()
+
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs fetches and every hook's requests in one compiled call.
 
@@ -195,7 +199,10 @@ class _MonitoredSession:
     """
     if self._sess is None:
       raise RuntimeError('Run called on a closed session: create a new one.')
-    with self._scope():
+    if self._strategy is None:  # no nullcontext per run: 0.4 µs
+      return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                            run_metadata=run_metadata)
+    with self._strategy.scope():
       return self._sess.run(fetches, feed_dict=feed_dict, options=options,
                             run_metadata=run_metadata)
 

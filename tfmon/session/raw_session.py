@@ -49,7 +49,8 @@ class RawSession:
       RuntimeError: if the session is closed or `run` is called inside a tf.function.
     """
     del options, run_metadata  # accepted for v1 compatibility
-    self._check_usable()
+    self._check_open()
+    require_eager()  # HookedSession.run checked too, but hooks and steps call this
     if not feed_dict and fetch_plan.leaf_kind(fetches) == fetch_plan.VARIABLE:
       # v1 hooks read the global step this way after runs: an eager read is a
       # tenth of the cost of a compiled call, and gives the same value.
@@ -63,7 +64,7 @@ class RawSession:
     `value_before` is the global step before the call, or None if not known;
     see CallCompiler.run_counting.
     """
-    self._check_usable()
+    self._check_open()  # HookedSession.run, the caller, required eager
     self.calls_run += 1
     return self._compiler.run_counting(fetches, feed_dict, global_step,
                                        value_before)
@@ -71,15 +72,14 @@ class RawSession:
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step):
     """Runs up to `max_steps` steps in one compiled call (see CallCompiler.run_fused)."""
-    self._check_usable()
+    self._check_open()
     self.calls_run += 1
     return self._compiler.run_fused(fetches, loop_leaves, max_steps,
                                     target_global_step, global_step)
 
-  def _check_usable(self):
+  def _check_open(self):
     if self._closed:
       raise RuntimeError('Attempted to use a closed Session.')
-    require_eager()
 
   def close(self):
     self._closed = True

@@ -100,7 +100,6 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   scaffold = scaffold or Scaffold(checkpoint=checkpoint)
 
   summary_dir = summary_dir or checkpoint_dir
-  profile_dir = summary_dir or ''  # where a run traced with RunOptions profiles
   if not is_chief:
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config,
@@ -108,7 +107,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
                             steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                            strategy=strategy, profile_dir=profile_dir)
+                            strategy=strategy, profile_dir=summary_dir)
 
   all_hooks = list(chief_only_hooks)
   save_summaries = bool(save_summaries_steps or save_summaries_secs)
@@ -135,4 +134,4 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs,
                           steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                          strategy=strategy, profile_dir=profile_dir)
+                          strategy=strategy, profile_dir=summary_dir)
