@@ -19,7 +19,7 @@ import inspect
 import os
 import sys
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import training_util

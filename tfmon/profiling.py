@@ -6,7 +6,7 @@ whose RunOptions ask for a trace (v1's FULL_TRACE).
 
 import os
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 # The staging directory of the trace started and not stopped, or None.

@@ -32,10 +32,10 @@ def _run(hooks, runs, step=None):
 
 
 def _logged(caplog):
-  """The INFO lines logged through absl, as (text, has the elapsed-secs suffix)."""
+  """The INFO lines logged on TensorFlow's logger, as (text, has the elapsed-secs suffix)."""
   lines = []
   for record in caplog.records:
-    if record.name == 'absl' and record.levelno == logging.INFO:
+    if record.name == 'tensorflow' and record.levelno == logging.INFO:
       message = record.getMessage()
       match = _ELAPSED.match(message)
       lines.append((match.group(1), True) if match else (message, False))

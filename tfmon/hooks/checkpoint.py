@@ -1,6 +1,6 @@
 """CheckpointSaverHook and CheckpointSaverListener, on tf.train.CheckpointManager."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import checkpointing

@@ -13,7 +13,7 @@ import numbers
 import operator
 import os
 
-from absl import logging
+from tfmon import tf_logging as logging
 from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.compat.proto import event_pb2
 import tensorflow as tf

@@ -11,7 +11,7 @@ import inspect
 import numbers
 import os
 
-from absl import logging
+from tfmon import tf_logging as logging
 import numpy as np
 import tensorflow as tf
 

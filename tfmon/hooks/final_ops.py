@@ -1,6 +1,6 @@
 """FinalOpsHook: fetches values when the session ends, as v1's."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon.compiled import fetch_plan

@@ -3,7 +3,7 @@
 import numbers
 import time
 
-from absl import logging
+from tfmon import tf_logging as logging
 
 from tfmon.training_util import require_global_step
 from tfmon.hook_api import SessionRunHook

@@ -1,6 +1,6 @@
 """NanTensorHook and NanLossDuringTrainingError: stop when the loss is NaN, as v1's."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import numpy as np
 import tensorflow as tf
 

@@ -2,7 +2,7 @@
 
 import os
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import training_util

@@ -1,6 +1,6 @@
 """StopAtStepHook: stops training at a step, as v1's."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 
 from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook

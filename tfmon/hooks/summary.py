@@ -1,6 +1,6 @@
 """SummarySaverHook and StepCounterHook: TensorBoard event files via tf.summary."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import training_util

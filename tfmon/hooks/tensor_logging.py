@@ -2,7 +2,7 @@
 
 import numbers
 
-from absl import logging
+from tfmon import tf_logging as logging
 import numpy as np
 import tensorflow as tf
 

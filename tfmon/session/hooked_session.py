@@ -1,6 +1,6 @@
 """HookedSession: merges every hook's SessionRunArgs into the caller's run."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import training_util

@@ -1,6 +1,6 @@
 """RecoverableSession: re-creates the session after a preemption and retries."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 
 from tfmon.session.wrapped_session import PREEMPTION_ERRORS, WrappedSession
 

@@ -1,6 +1,6 @@
 """Session creators: build the RawSession, then restore or initialize what it runs."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import checkpointing

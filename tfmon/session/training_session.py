@@ -1,6 +1,6 @@
 """MonitoredTrainingSession: a MonitoredSession with v1's default training hooks."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 
 from tfmon.hooks.checkpoint import CheckpointSaverHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook

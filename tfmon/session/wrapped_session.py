@@ -1,6 +1,6 @@
 """WrappedSession: the base of the session layers, as v1's _WrappedSession."""
 
-from absl import logging
+from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon.session.step_context import StepContext

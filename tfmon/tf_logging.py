@@ -1,0 +1,81 @@
+"""tfmon's log lines, on TensorFlow's `tensorflow` logger, where v1's hooks logged.
+
+Both habits of TF users turn them on (SPEC section 5):
+`tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)` sets the
+`tensorflow` logger's level, which Python's `logging` then honours; and
+`absl.logging.set_verbosity('info')`, which outside `absl.app` sets only the
+`absl` logger's level, so a line below the `tensorflow` logger's level is still
+handed to its handlers when absl's verbosity was set to allow it. A verbosity set
+on neither keeps Python's default (WARNING and above).
+
+The module has the calls tfmon uses of `absl.logging` (`from tfmon import
+tf_logging as logging`).
+"""
+
+import logging as _logging
+import os
+import sys
+
+from absl import logging as _absl_logging
+import tensorflow as tf
+
+DEBUG = _logging.DEBUG
+INFO = _logging.INFO
+WARNING = _logging.WARNING
+ERROR = _logging.ERROR
+
+_counts = {}  # call site -> lines logged there, for log_first_n
+
+
+def _absl_allows(level):
+  """Whether `absl.logging.set_verbosity` asked for lines at `level`."""
+  absl_level = _absl_logging.get_absl_logger().level  # NOTSET unless set
+  return absl_level != _logging.NOTSET and level >= absl_level
+
+
+def _caller():
+  """File, line and function of the code that called this module."""
+  frame = sys._getframe(0)  # pylint: disable=protected-access
+  this_file = os.path.normcase(frame.f_code.co_filename)
+  while frame is not None and os.path.normcase(frame.f_code.co_filename) == this_file:
+    frame = frame.f_back
+  if frame is None:
+    return '(unknown file)', 0, '(unknown function)'
+  return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+
+
+def log(level, msg, *args):
+  """Logs `msg % args` at `level` on the `tensorflow` logger (see module doc)."""
+  logger = tf.get_logger()
+  if not (logger.isEnabledFor(level) or
+          (_absl_allows(level) and not logger.disabled)):
+    return
+  filename, lineno, function = _caller()
+  record = logger.makeRecord(logger.name, level, filename, lineno, msg, args,
+                             None, function)
+  logger.handle(record)
+
+
+def debug(msg, *args):
+  log(DEBUG, msg, *args)
+
+
+def info(msg, *args):
+  log(INFO, msg, *args)
+
+
+def warning(msg, *args):
+  log(WARNING, msg, *args)
+
+
+def error(msg, *args):
+  log(ERROR, msg, *args)
+
+
+def log_first_n(level, msg, n, *args):
+  """Logs `msg % args` the first `n` times this line of the caller runs."""
+  site = _caller()[:2]
+  count = _counts.get(site, 0)
+  if count < n:
+    _counts[site] = count + 1
+    log(level, msg, *args)
