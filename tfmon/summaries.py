@@ -34,6 +34,22 @@ def write_session_start(writer, step):
     summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
 
 
+def write_simple_values(writer, values, step):
+  """Writes `values` ({tag: number}) at `step` as one v1 `Summary` of `simple_value`s.
+
+  As v1's StepCounterHook and Estimator's evaluation wrote them: readers of
+  TF1-era event files (`EventAccumulator.Scalars`, `summary_iterator` loops
+  reading `value.simple_value`, tensor2tensor's early stopping) see them, and
+  TensorBoard shows them as it shows `tf.summary.scalar`. Written eagerly,
+  whatever recording condition is in scope.
+  """
+  summary = tf.compat.v1.Summary(value=[
+      tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
+      for tag, value in values.items()])
+  with writer.as_default(), tf.summary.record_if(True):
+    tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+
+
 def summary_ops(summary_op):
   """`summary_op` as a list of callables (v1 took an op or a list of ops)."""
   if summary_op is None:

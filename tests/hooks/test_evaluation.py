@@ -120,12 +120,13 @@ def test_logs_estimators_line_and_writes_event_files(tmp_path, caplog):
   assert ('Saving dict for global step 4: accuracy = 0.5, global_step = 4, '
           'loss = 4.25') in caplog.text
   assert caplog.text.count('Saving dict for global step') == 2
+  # As Estimator wrote them: v1 simple_value scalars, which TF1-era readers see.
   events = _events(tmp_path / 'validation')
-  assert _steps(events, 'loss') == [2, 4]
-  assert _values(events, 'loss') == [2.25, 4.25]
-  assert _steps(events, 'accuracy') == [2, 4]
-  assert _values(events, 'accuracy') == [0.5, 0.5]
-  assert 'global_step' not in events.Tags()['tensors']  # as Estimator: it is the step
+  assert event_files.scalars(events, 'loss') == ([2, 4], [2.25, 4.25])
+  assert event_files.scalars(events, 'accuracy') == ([2, 4], [0.5, 0.5])
+  assert event_files.simple_values(tmp_path / 'validation', 'loss') == {
+      2: 2.25, 4: 4.25}
+  assert 'global_step' not in events.Tags()['scalars']  # as Estimator: it is the step
 
 
 def test_a_resumed_job_replaces_the_evaluations_made_after_its_checkpoint(tmp_path):

@@ -111,17 +111,18 @@ def test_step_counter_records_and_logs_global_step_per_sec(tmp_path, caplog,
       tfmon.summaries.writer_for(str(tmp_path)).flush()
       on_disk = _events(tmp_path)
       written.append((int(job.global_step.numpy()),
-                      _steps(on_disk, 'global_step/sec')
-                      if 'global_step/sec' in on_disk.Tags()['tensors'] else []))
-  events = _events(tmp_path)
-  # v1: the first run starts the clock.
-  assert _steps(events, 'global_step/sec') == [6, 11, 16, 21]
-  assert all(rate > 0 for rate in _values(events, 'global_step/sec'))
+                      event_files.scalars(on_disk, 'global_step/sec')[0]
+                      if 'global_step/sec' in on_disk.Tags()['scalars'] else []))
+  # v1: the first run starts the clock. As v1 wrote it: a simple_value, which
+  # TensorBoard's EventAccumulator.Scalars and summary_iterator loops read.
+  steps, rates = event_files.scalars(_events(tmp_path), 'global_step/sec')
+  assert steps == [6, 11, 16, 21]
+  assert all(rate > 0 for rate in rates)
+  assert sorted(event_files.simple_values(tmp_path, 'global_step/sec')) == steps
   assert caplog.text.count('global_step/sec: ') == 4
-  # Each rate is written by the hook's next run (or at the end), in that run's
-  # compiled call: [6] after the run reaching step 11, and so on.
+  # Each rate is written by the hook at its trigger step, not one interval later.
   assert [(step, rates) for step, rates in written if step in (10, 11, 16)] == [
-      (10, []), (11, [6]), (16, [6, 11])]
+      (10, [6]), (11, [6, 11]), (16, [6, 11, 16])]
 
 
 def test_step_counter_warns_when_the_global_step_does_not_increase(caplog):

@@ -451,10 +451,10 @@ class EvaluationHook(SessionRunHook):
     return results
 
   def _write_summaries(self, results, global_step):
-    # Written whatever recording condition the caller set: an evaluation's
-    # results are few and always wanted.
-    with self._writer.as_default(), tf.summary.record_if(True):
-      for key, value in sorted(results.items()):
-        if key != 'global_step':  # as Estimator: the step is the event's step
-          tf.summary.scalar(key, value, step=global_step)
+    # As Estimator's _write_dict_to_summary: one Summary of simple_values,
+    # without 'global_step' (the event's step), whatever recording condition
+    # the caller set (an evaluation's results are few and always wanted).
+    summaries.write_simple_values(
+        self._writer, {key: value for key, value in sorted(results.items())
+                       if key != 'global_step'}, global_step)
     self._writer.flush()

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tfmon import training_util
 from tfmon import summaries
-from tfmon.compiled.fetch_plan import RecordSummaries, WriteScalar, op
+from tfmon.compiled.fetch_plan import RecordSummaries, op
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
 
@@ -118,11 +118,9 @@ class SummarySaverHook(SessionRunHook):
 class StepCounterHook(SessionRunHook):
   """Logs and records `global_step/sec` every N steps or seconds, as v1's.
 
-  Also warns (five times at most) when the global step does not increase.
-
-  The rate is logged at once and written into the event file by the hook's next
-  run (as part of that run's compiled call, not a TensorFlow call of its own),
-  or at the end of the session.
+  Also warns (five times at most) when the global step does not increase. The
+  rate is logged and written on the trigger step itself, as a v1 `Summary`
+  with a `simple_value` (what v1 wrote), so TF1-era readers of event files see it.
 
   Args:
     every_n_steps: Count every N steps.
@@ -149,7 +147,6 @@ class StepCounterHook(SessionRunHook):
     self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
     self._last_global_step = None
     self._seen_increase = False
-    self._unwritten = None  # (steps_per_sec, global_step) to write in the next run
     self._timer.reset()
 
   def steps_until_observed(self, global_step):
@@ -159,24 +156,17 @@ class StepCounterHook(SessionRunHook):
     return steps_until_trigger(self._timer, self._every_n_steps, global_step)
 
   def before_run(self, run_context):
-    if self._unwritten is None:
-      return SessionRunArgs(self._global_step_tensor)
-    return SessionRunArgs([self._global_step_tensor,
-                           WriteScalar(self._writer, self._summary_tag,
-                                       *self._unwritten)])
+    return SessionRunArgs(self._global_step_tensor)
 
   def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
     steps_per_sec = elapsed_steps / elapsed_time
     if self._writer is not None:
-      self._unwritten = (steps_per_sec, global_step)
+      summaries.write_simple_values(
+          self._writer, {self._summary_tag: steps_per_sec}, global_step)
     logging.info('%s: %g', self._summary_tag, steps_per_sec)
 
   def after_run(self, run_context, run_values):
-    if self._unwritten is not None:
-      self._unwritten = None  # this run wrote it
-      stale_global_step = int(run_values.results[0])
-    else:
-      stale_global_step = int(run_values.results)
+    stale_global_step = int(run_values.results)
     if self._timer.should_trigger_for_step(stale_global_step + 1):
       global_step = training_util.global_step_after_run(
           run_context, self._global_step_tensor)
@@ -200,10 +190,5 @@ class StepCounterHook(SessionRunHook):
     self._last_global_step = stale_global_step
 
   def end(self, session):
-    if self._unwritten is not None:  # no run left to write it
-      steps_per_sec, global_step = self._unwritten
-      self._unwritten = None
-      with self._writer.as_default():
-        tf.summary.scalar(self._summary_tag, steps_per_sec, step=global_step)
     if self._writer is not None:
       self._writer.flush()
