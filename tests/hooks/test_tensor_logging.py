@@ -138,6 +138,42 @@ def test_at_end_with_every_n_iter_logs_both(caplog):
                              ('step = 3', True)]
 
 
+def test_at_end_reads_variables_and_runs_callables_after_the_last_step(caplog):
+  step = _counting_step()
+  global_step = tfmon.train.get_global_step()
+  hook = LoggingTensorHook({'global_step': global_step, 'loss': 'loss',
+                            'doubled': lambda: global_step.read_value() * 2},
+                           at_end=True)
+  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+    for _ in range(3):
+      sess.run(tfmon.train.op(step))
+  # As v1's end(): the variable is 3 after three steps, not its pre-step 2; the
+  # name gives the last run's value (end() runs no step to resolve it).
+  assert _logged(caplog) == [('doubled = 6, global_step = 3, loss = 0.75', False)]
+
+
+def test_at_end_of_variables_only_fetches_nothing_until_the_end(caplog):
+  counter = tf.Variable(0, name='counter')
+  step = _counting_step()
+
+  def step_and_count():
+    counter.assign_add(1)
+    return step()
+
+  def count_fetches():
+    counter.assign_add(100)
+    return counter.read_value()
+
+  hook = LoggingTensorHook({'counter': count_fetches}, at_end=True)
+  _run([hook], runs=3, step=step_and_count)
+  # The callable ran once, in end(), after the three steps.
+  assert _logged(caplog) == [('counter = 103', False)]
+  assert counter.numpy() == 103
+  caplog.clear()
+  _run([LoggingTensorHook([counter], at_end=True)], runs=0)
+  assert _logged(caplog) == [('counter:0 = 103', False)]  # v1 logged without runs
+
+
 def test_at_end_without_runs_logs_nothing(caplog):
   _run([LoggingTensorHook(['step'], at_end=True)], runs=0)
   assert not _logged(caplog)

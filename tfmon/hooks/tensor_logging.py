@@ -59,6 +59,11 @@ def _tags_and_tensors(tensors):
   return tag_order, by_tag
 
 
+def _holds_a_name(fetches):
+  """Whether a nest of fetches holds a tensor name, which only a step's run resolves."""
+  return any(isinstance(leaf, str) for leaf in tf.nest.flatten(fetches))
+
+
 def _check_every(value, arg_name):
   if value is not None and (isinstance(value, bool) or
                             not isinstance(value, numbers.Real)):
@@ -82,12 +87,15 @@ class LoggingTensorHook(SessionRunHook):
   A list names its items: a name is its own tag, a variable is tagged with its
   name and a step function with its `__name__`.
 
-  `at_end` differs from v1 in how, not what: v1 evaluated the tensors again in
-  `end()`, but a name only resolves in a run that runs the step function
-  returning it, and `end()` runs no step. So with `at_end=True` the tensors are
-  fetched on every run and `end()` logs the values of the last run (which are
-  what v1's re-evaluation of a side-effect-free tensor gave). If the session ran
-  nothing, nothing is logged at end.
+  With `at_end`, as v1, `end()` evaluates the tensors after the last step:
+  variables are read and step functions run again through the session (v1
+  re-ran tensors in `end()`; a step function that trains trains once more).
+  Names are the exception: a name only resolves in a run that runs the step
+  function returning it, and `end()` runs no step, so a name is fetched on
+  every run and `end()` logs its value from the last run (what v1's
+  re-evaluation gave for a tensor that has no side effects). Tags whose tensors
+  hold no name cost nothing until `end()`. If the session ran nothing and some
+  tag holds a name, nothing is logged at end.
 
   Args:
     tensors: A dict from string tags to tensors to fetch, or a list of tensor
@@ -128,9 +136,17 @@ class LoggingTensorHook(SessionRunHook):
         every_secs=every_n_secs, every_steps=every_n_iter)
     self._log_at_end = at_end
     self._every_n_iter = every_n_iter
-    # Hooks that fetch on every run (at_end) or watch the clock see every run;
-    # fused runs still end at the iterations this hook logs.
-    self.observes_fused_runs = at_end or every_n_secs is not None
+    # At end, names come from the last run (end() runs no step); anything else
+    # is evaluated again in end(), as v1 did.
+    self._named_at_end = {
+        tag: fetches for tag, fetches in self._tensors.items()
+        if at_end and _holds_a_name(fetches)}
+    self._evaluated_at_end = {
+        tag: fetches for tag, fetches in self._tensors.items()
+        if at_end and tag not in self._named_at_end}
+    # Hooks that fetch on every run (names at end) or watch the clock see every
+    # run; fused runs still end at the iterations this hook logs.
+    self.observes_fused_runs = bool(self._named_at_end) or every_n_secs is not None
 
   def steps_until_observed(self, global_step):
     """Iterations until the next log line (one global step per iteration)."""
@@ -152,20 +168,28 @@ class LoggingTensorHook(SessionRunHook):
     self._should_trigger = (
         self._timer is not None and
         self._timer.should_trigger_for_step(self._iter_count))
-    if self._should_trigger or self._log_at_end:
+    if self._should_trigger:
       return SessionRunArgs(self._tensors)
+    if self._named_at_end:
+      return SessionRunArgs(self._named_at_end)
     return None
 
   def after_run(self, run_context, run_values):
     if self._should_trigger:
       self._log_tensors(run_values.results)
-    if self._log_at_end:
-      self._last_values = run_values.results
+    if self._named_at_end:
+      self._last_values = {tag: run_values.results[tag] for tag in self._named_at_end}
     self._iter_count += 1
 
   def end(self, session):
-    if self._log_at_end and self._last_values is not None:
-      self._log_tensors(self._last_values)
+    if not self._log_at_end:
+      return
+    if self._named_at_end and self._last_values is None:
+      return  # no run: the names have no value
+    values = dict(self._last_values or {})
+    if self._evaluated_at_end:
+      values.update(session.run(self._evaluated_at_end))
+    self._log_tensors(values)
 
   def _log_tensors(self, tensor_values):
     with np.printoptions(suppress=True):
