@@ -13,6 +13,7 @@ import os
 import tensorflow as tf
 
 from tfmon.hook_api import SessionRunHook
+from tfmon.hooks import tf_builtins
 from tfmon.session.coordinated_session import CoordinatedSession
 from tfmon.session.hooked_session import HookedSession
 from tfmon.session.raw_session import RawSession
@@ -22,7 +23,12 @@ from tfmon.session.step_context import StepContext
 
 
 def check_hooks(hooks, arg_name='hooks'):
-  """Returns `hooks` as a list, or raises TypeError naming the one that is not a hook."""
+  """Returns `hooks` as a list, with TF's built-in hooks replaced by tfmon's.
+
+  Raises:
+    TypeError: naming the item that is not a hook, or a TF built-in hook that
+      tfmon cannot run as its own (the message names the replacement).
+  """
   if hooks is None:
     return []
   if isinstance(hooks, SessionRunHook):
@@ -39,7 +45,8 @@ def check_hooks(hooks, arg_name='hooks'):
           f'{arg_name}[{i}] is {hook!r} of type {type(hook).__name__}, not a '
           'SessionRunHook. A hook subclasses tfmon.train.SessionRunHook (the same '
           'class as tf.compat.v1.train.SessionRunHook).')
-  return hooks
+  return [tf_builtins.as_tfmon_hook(hook, f'{arg_name}[{i}]')
+          for i, hook in enumerate(hooks)]
 
 
 def _check_step_fn(step_fn):

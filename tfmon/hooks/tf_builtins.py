@@ -1,0 +1,242 @@
+"""TensorFlow's own `tf.compat.v1.train` hook objects, run as tfmon's hooks.
+
+A TF1 script ported to tfmon often keeps `tf.compat.v1.train.StopAtStepHook(...)`
+and friends. Their `begin()` needs a TF1 graph (`Tensor.op is undefined when
+eager execution is enabled`, `v1.summary.FileWriter is not compatible with eager
+execution`), so a session replaces each one, before any `begin()`, by tfmon's hook
+built with the same configuration; what tfmon cannot run (a graph tensor, a TF1
+`Saver`) is refused with a message naming the tfmon replacement (SPEC section 7).
+
+TensorFlow keeps the configuration in private attributes, set in each hook's
+constructor (`tensorflow/python/training/basic_session_run_hooks.py`); this
+module is the one place that reads them, one function per hook.
+"""
+
+import os
+
+import tensorflow as tf
+from tensorflow.python.training import basic_session_run_hooks as tf_hooks
+
+from tfmon import tf_logging as logging
+from tfmon.hooks.checkpoint import CheckpointSaverHook
+from tfmon.hooks.feeds import FeedFnHook
+from tfmon.hooks.final_ops import FinalOpsHook
+from tfmon.hooks.global_step_waiter import GlobalStepWaiterHook
+from tfmon.hooks.nan import NanTensorHook
+from tfmon.hooks.profiler import ProfilerHook
+from tfmon.hooks.stop_at_step import StopAtStepHook
+from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
+from tfmon.hooks.tensor_logging import LoggingTensorHook
+from tfmon.session.scaffold import Scaffold
+
+_V1 = tf.compat.v1.train
+
+
+class _Refused(TypeError):
+  """What tfmon cannot take from a TF hook (a TF1 graph's object); the caller
+  adds which hook it is."""
+
+
+def _timer_arguments(timer):
+  """`(every_secs, every_steps)` of a TF hook's timer; both None if it never triggers."""
+  if isinstance(timer, tf_hooks.NeverTriggerTimer):
+    return None, None
+  return timer._every_secs, timer._every_steps  # pylint: disable=protected-access
+
+
+def _refuse_graph_tensors(fetches, what):
+  for leaf in tf.nest.flatten(fetches):
+    if isinstance(leaf, (tf.Operation,)) or tf.is_symbolic_tensor(leaf):
+      name = leaf.name.split(':')[0]
+      raise _Refused(
+          f'{what} holds the graph tensor {leaf.name!r}, which tfmon cannot run: a '
+          'tfmon session runs step functions, not a TF1 graph. Return the value '
+          f"from your step function ({{'{name}': value}}) and give its name "
+          f"instead ('{name}'), or give a tf.Variable or a function computing it.")
+
+
+def _summary_writer(writer, what):
+  if writer is None or isinstance(writer, tf.summary.SummaryWriter):
+    return writer
+  raise _Refused(
+      f'{what} summary_writer={writer!r} is a TF1 FileWriter, which eager '
+      'TensorFlow cannot use. Give output_dir (tfmon shares one tf.summary writer '
+      'per directory) or a tf.summary.create_file_writer(dir).')
+
+
+def _scaffold(scaffold, piece, what):
+  """A tfmon Scaffold as is; a TF1 Scaffold whose `piece` is unset as None (what
+  its default meant: the session's own summaries, or all variables)."""
+  if scaffold is None or isinstance(scaffold, Scaffold):
+    return scaffold
+  if getattr(scaffold, '_' + piece, None) is None:
+    return None
+  raise _Refused(
+      f"{what} has a tf.compat.v1.train.Scaffold with a TF1 {piece}, which "
+      f"tfmon cannot run. Use tfmon.train.Scaffold({'checkpoint' if piece == 'saver' else piece}=...) "
+      f"(see its docstring) or leave the scaffold out.")
+
+
+def _stop_at_step(hook):
+  last_step = hook._last_step  # pylint: disable=protected-access
+  if last_step is not None:  # given, or set by a session the hook already ran in
+    return StopAtStepHook(last_step=last_step)
+  return StopAtStepHook(num_steps=hook._num_steps)  # pylint: disable=protected-access
+
+
+def _logging_tensor(hook):
+  tensors = hook._tensors  # pylint: disable=protected-access
+  tag_order = hook._tag_order  # pylint: disable=protected-access
+  _refuse_graph_tensors(list(tensors) + list(tensors.values()), 'its tensors')
+  # Given a list, TF stored {item: item} and the list as the tag order.
+  if all(tag is item for tag, item in tensors.items()) and list(tag_order) == list(tensors):
+    tensors = list(tag_order)
+  every_n_secs, every_n_iter = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  return LoggingTensorHook(tensors, every_n_iter=every_n_iter, every_n_secs=every_n_secs,
+                           at_end=hook._log_at_end, formatter=hook._formatter)  # pylint: disable=protected-access
+
+
+def _step_counter(hook):
+  every_n_secs, every_n_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  return StepCounterHook(
+      every_n_steps=every_n_steps, every_n_secs=every_n_secs,
+      output_dir=hook._output_dir,  # pylint: disable=protected-access
+      summary_writer=_summary_writer(hook._summary_writer, 'it has'))  # pylint: disable=protected-access
+
+
+def _checkpoint_saver(hook):
+  saver = hook._saver  # pylint: disable=protected-access
+  if isinstance(saver, _V1.Saver):
+    raise _Refused(
+        f'its saver is a TF1 Saver ({saver!r}), which saves a graph\'s variables '
+        "by name. Pass what to save as tfmon does: checkpoint={'model': model, "
+        "'optimizer': optimizer} on the session, or saver= that dict (or a "
+        'tf.train.Checkpoint / CheckpointManager) on tfmon.train.CheckpointSaverHook.')
+  every_secs, every_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  return CheckpointSaverHook(
+      hook._checkpoint_dir,  # pylint: disable=protected-access
+      save_secs=every_secs, save_steps=every_steps, saver=saver,
+      checkpoint_basename=os.path.basename(hook._save_path),  # pylint: disable=protected-access
+      scaffold=_scaffold(hook._scaffold, 'saver', 'it'),  # pylint: disable=protected-access
+      listeners=hook._listeners,  # pylint: disable=protected-access
+      save_graph_def=hook._save_graph_def)  # pylint: disable=protected-access
+
+
+def _summary_saver(hook):
+  summary_op = hook._summary_op  # pylint: disable=protected-access
+  if summary_op is not None:
+    ops = summary_op if isinstance(summary_op, (list, tuple)) else [summary_op]
+    if not all(callable(op) for op in ops):
+      raise _Refused(
+          f'its summary_op {summary_op!r} is a TF1 summary tensor, which tfmon '
+          'cannot run. Summaries are the tf.summary (or tf.compat.v1.summary) '
+          'calls inside your step function, recorded on the hook\'s schedule: '
+          'leave summary_op out, or give a function making extra summaries.')
+  every_secs, every_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  return SummarySaverHook(
+      save_steps=every_steps, save_secs=every_secs,
+      output_dir=hook._output_dir,  # pylint: disable=protected-access
+      summary_writer=_summary_writer(hook._summary_writer, 'it has'),  # pylint: disable=protected-access
+      scaffold=_scaffold(hook._scaffold, 'summary_op', 'it'),  # pylint: disable=protected-access
+      summary_op=summary_op)
+
+
+def _nan_tensor(hook):
+  _refuse_graph_tensors(hook._loss_tensor, 'its loss_tensor')  # pylint: disable=protected-access
+  return NanTensorHook(hook._loss_tensor, fail_on_nan_loss=hook._fail_on_nan_loss)  # pylint: disable=protected-access
+
+
+def _feed_fn(hook):
+  return FeedFnHook(hook.feed_fn)
+
+
+class _FinalOpsReportingToTF(FinalOpsHook):
+  """tfmon's FinalOpsHook that also fills the TF hook's `final_ops_values`, which
+  is what the program holding the TF hook reads after the session."""
+
+  def __init__(self, tf_hook, final_ops, final_ops_feed_dict):
+    super().__init__(final_ops, final_ops_feed_dict)
+    self._tf_hook = tf_hook
+
+  def end(self, session):
+    super().end(session)
+    self._tf_hook._final_ops_values = self.final_ops_values  # pylint: disable=protected-access
+
+
+def _final_ops(hook):
+  _refuse_graph_tensors(hook._final_ops, 'its final_ops')  # pylint: disable=protected-access
+  return _FinalOpsReportingToTF(hook, hook._final_ops, hook._final_ops_feed_dict)  # pylint: disable=protected-access
+
+
+def _global_step_waiter(hook):
+  return GlobalStepWaiterHook(hook._wait_until_step)  # pylint: disable=protected-access
+
+
+def _profiler(hook):
+  every_secs, every_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  return ProfilerHook(
+      save_steps=every_steps, save_secs=every_secs,
+      output_dir=os.path.dirname(hook._output_file),  # pylint: disable=protected-access
+      show_dataflow=hook._show_dataflow, show_memory=hook._show_memory)  # pylint: disable=protected-access
+
+
+# TF's class -> the function building tfmon's hook from an instance of it.
+_CONVERSIONS = {
+    _V1.StopAtStepHook: _stop_at_step,
+    _V1.LoggingTensorHook: _logging_tensor,
+    _V1.StepCounterHook: _step_counter,
+    _V1.CheckpointSaverHook: _checkpoint_saver,
+    _V1.SummarySaverHook: _summary_saver,
+    _V1.NanTensorHook: _nan_tensor,
+    _V1.FeedFnHook: _feed_fn,
+    _V1.FinalOpsHook: _final_ops,
+    _V1.GlobalStepWaiterHook: _global_step_waiter,
+    _V1.ProfilerHook: _profiler,
+}
+
+# Subclasses of these run as they are: their methods need no TF1 graph and only
+# `session.run` fetches, which tfmon resolves.
+_SUBCLASSES_RUN_AS_IS = (_V1.FeedFnHook, _V1.FinalOpsHook, _V1.NanTensorHook)
+
+
+def as_tfmon_hook(hook, where):
+  """Returns `hook`, or tfmon's hook for an instance of a TF built-in hook.
+
+  Args:
+    hook: A `SessionRunHook`.
+    where: How the caller names it in messages, e.g. 'hooks[2]'.
+
+  Returns:
+    `hook` itself, unless it is an instance of one of `tf.compat.v1.train`'s
+    built-in hooks: then tfmon's hook of the same name, with the same
+    configuration.
+
+  Raises:
+    TypeError: for a TF built-in hook configured with what tfmon cannot run
+      (graph tensors, a TF1 Saver or FileWriter) or a subclass of one whose
+      methods need a TF1 graph; the message names the tfmon replacement.
+    ValueError: for a configuration tfmon's hook refuses as a bad value.
+  """
+  cls = type(hook)
+  convert = _CONVERSIONS.get(cls)
+  if convert is None:
+    for tf_class in _CONVERSIONS:
+      if isinstance(hook, tf_class) and not isinstance(hook, _SUBCLASSES_RUN_AS_IS):
+        name = tf_class.__name__
+        raise TypeError(
+            f'{where} is {hook!r}, a subclass of tf.compat.v1.train.{name}, whose '
+            'methods need a TF1 graph. Subclass tfmon.train.' + name + ' instead: '
+            'it takes the same arguments and runs in an eager tfmon session.')
+    return hook
+  name = cls.__name__
+  try:
+    converted = convert(hook)
+  except (TypeError, ValueError) as e:  # _Refused is a TypeError
+    error_type = TypeError if isinstance(e, TypeError) else ValueError
+    raise error_type(
+        f'{where} is tf.compat.v1.train.{name} {hook!r}, which a tfmon session '
+        f'runs as tfmon.train.{name} with the same configuration, but {e} '
+        f'(or pass tfmon.train.{name} yourself.)') from None
+  logging.info('Running tf.compat.v1.train.%s as tfmon.train.%s with the same '
+               'configuration.', name, name)
+  return converted
