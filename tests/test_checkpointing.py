@@ -66,6 +66,49 @@ def test_distributed_iterators_are_refused_with_the_reason():
 def test_python_iterators_are_refused():
   with pytest.raises(TypeError, match='a Python generator or iterator is not'):
     tfmon.train.Scaffold(checkpoint={'iterator': iter([1, 2, 3])})
+  with pytest.raises(TypeError, match=r"^checkpoint\['nets'\]\['extra'\]\[1\] = 3 of "
+                     'type int cannot be checkpointed'):
+    tfmon.train.Scaffold(checkpoint={'nets': {'extra': [tf.Variable(1.0), 3]}})
+
+
+def _nested_state(offset):
+  """Variables in nested dicts and lists, as tf.train.Checkpoint takes them."""
+  return {'nets': {'kernel': tf.Variable([1.0 + offset, 2.0]),
+                   'extra': [tf.Variable(3.0 + offset),
+                             {'deep': tf.Variable(4.0 + offset)}]},
+          'scales': [tf.Variable(5.0 + offset)]}
+
+
+def test_nested_dicts_and_lists_of_trackables_save_and_restore(tmp_path):
+  state = _nested_state(0.0)
+  variables = tf.nest.flatten(state)
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    for variable in variables:
+      variable.assign_add(tf.ones_like(variable))
+    global_step.assign_add(1)
+
+  duties = dict(checkpoint_dir=str(tmp_path), save_checkpoint_steps=1,
+                save_summaries_steps=None, log_step_count_steps=None)
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint=state, hooks=[tfmon.train.StopAtStepHook(last_step=4)],
+      **duties) as sess:  # saves every step: written eagerly, then traced
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(step))
+  names = {name for name, _ in tf.train.list_variables(str(tmp_path))}
+  assert {'nets/kernel/.ATTRIBUTES/VARIABLE_VALUE',
+          'nets/extra/1/deep/.ATTRIBUTES/VARIABLE_VALUE',
+          'scales/0/.ATTRIBUTES/VARIABLE_VALUE'} <= names
+
+  forget_global_step()
+  tfmon.train.get_or_create_global_step()
+  fresh = _nested_state(100.0)
+  with tfmon.train.MonitoredTrainingSession(checkpoint=fresh, **duties) as sess:
+    pass
+  assert [v.numpy().tolist() for v in tf.nest.flatten(fresh)] == [
+      v.numpy().tolist() for v in variables]
+  assert fresh['nets']['kernel'].numpy().tolist() == [5.0, 6.0]  # 1, 2 + 4 steps
 
 
 def _traced(checkpoint):

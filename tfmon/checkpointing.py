@@ -37,20 +37,10 @@ def check_checkpoint_arg(value, arg_name='checkpoint'):
     return
   if isinstance(value, dict):
     for key, trackable in value.items():
-      if isinstance(trackable, tf.distribute.DistributedIterator):
-        raise TypeError(
-            f'{arg_name}[{key!r}] is a distributed iterator, which TensorFlow cannot '
-            'checkpoint (iterators of strategy.experimental_distribute_dataset or '
-            'distribute_datasets_from_function are not trackable). Leave it out '
-            'and, on resume, skip what was consumed before distributing: '
-            'dataset.skip(batches_seen), or checkpoint iter(dataset) of the '
-            'undistributed dataset instead.')
-      if not isinstance(trackable, tf.__internal__.tracking.Trackable):
-        raise TypeError(
-            f'{arg_name}[{key!r}] = {trackable!r} of type {type(trackable).__name__} '
-            'cannot be checkpointed: the values of a checkpoint dict are trackables '
-            '(Keras models and optimizers, tf.Module, tf.Variable, and tf.data '
-            'iterators made by iter(dataset); a Python generator or iterator is not).')
+      if not isinstance(key, str):
+        raise TypeError(f'{arg_name} has the key {key!r} of type '
+                        f'{type(key).__name__}; its keys are names (strings).')
+      _check_trackables(trackable, f'{arg_name}[{key!r}]')
     return
   raise TypeError(
       f'{arg_name}={value!r} of type {type(value).__name__} cannot be '
@@ -58,12 +48,42 @@ def check_checkpoint_arg(value, arg_name='checkpoint'):
       "a dict of trackables such as {'model': model, 'optimizer': optimizer}.")
 
 
+def _check_trackables(value, path):
+  """Raises TypeError unless `value` is a trackable, or dicts and lists of them
+  (what tf.train.Checkpoint wraps and saves), naming the path of the first that
+  is not."""
+  if isinstance(value, dict):
+    for key, item in value.items():
+      _check_trackables(item, f'{path}[{key!r}]')
+    return
+  if isinstance(value, (list, tuple)):
+    for index, item in enumerate(value):
+      _check_trackables(item, f'{path}[{index}]')
+    return
+  if isinstance(value, tf.distribute.DistributedIterator):
+    raise TypeError(
+        f'{path} is a distributed iterator, which TensorFlow cannot '
+        'checkpoint (iterators of strategy.experimental_distribute_dataset or '
+        'distribute_datasets_from_function are not trackable). Leave it out '
+        'and, on resume, skip what was consumed before distributing: '
+        'dataset.skip(batches_seen), or checkpoint iter(dataset) of the '
+        'undistributed dataset instead.')
+  if not isinstance(value, tf.__internal__.tracking.Trackable):
+    raise TypeError(
+        f'{path} = {value!r} of type {type(value).__name__} cannot be '
+        'checkpointed: a checkpoint holds trackables (Keras models and '
+        'optimizers, tf.Module, tf.Variable, and tf.data iterators made by '
+        'iter(dataset); a Python generator or iterator is not), alone or in '
+        'dicts and lists, as tf.train.Checkpoint takes them.')
+
+
 def as_checkpoint(value, arg_name='checkpoint'):
   """Returns `(tf.train.Checkpoint, CheckpointManager or None)` for `value`.
 
   Args:
     value: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager`, a dict of
-      trackables (`{'model': model, 'optimizer': optimizer}`), or None.
+      trackables (`{'model': model, 'optimizer': optimizer}`; values may be
+      dicts and lists of trackables, as tf.train.Checkpoint takes), or None.
     arg_name: The argument's name, for error messages.
 
   Returns:
