@@ -129,6 +129,23 @@ def test_logs_estimators_line_and_writes_event_files(tmp_path, caplog):
   assert 'global_step' not in events.Tags()['scalars']  # as Estimator: it is the step
 
 
+def test_rerunning_a_finished_job_does_not_evaluate_its_last_step_again(tmp_path,
+                                                                       caplog):
+  caplog.set_level(logging.INFO)
+  global_step = tfmon.train.get_or_create_global_step()
+  _increment_global_step(global_step, 4, [_constant_evaluation(
+      global_step, every_n_steps=3, summary_dir=str(tmp_path))])  # 3, and 4 at end
+  caplog.clear()
+  rerun = _constant_evaluation(global_step, every_n_steps=3, at_start=True,
+                               summary_dir=str(tmp_path))
+  _increment_global_step(global_step, 4, [rerun])  # nothing left to train
+  assert 'Saving dict' not in caplog.text
+  assert 'Global step 4 was evaluated by an earlier run' in caplog.text
+  assert rerun.latest_results == {'accuracy': 0.5, 'loss': 4.25, 'global_step': 4}
+  assert not rerun.results_by_step  # this session evaluated nothing
+  assert event_files.served(tmp_path / 'eval', 'loss') == ([3, 4], [3.25, 4.25])
+
+
 def test_a_resumed_job_replaces_the_evaluations_made_after_its_checkpoint(tmp_path):
   global_step = tfmon.train.get_or_create_global_step()
   _increment_global_step(global_step, 6, [_constant_evaluation(

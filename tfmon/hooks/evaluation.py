@@ -275,7 +275,9 @@ class EvaluationHook(SessionRunHook):
           every_secs=every_n_secs, every_steps=every_n_steps)
     self._at_end = at_end
     self._at_start = at_start
-    self._writer = (summaries.writer_for(os.path.join(os.fspath(summary_dir), name))
+    self._eval_dir = (os.path.join(os.fspath(summary_dir), name)
+                      if summary_dir is not None else None)
+    self._writer = (summaries.writer_for(self._eval_dir)
                     if summary_dir is not None else None)
     self._results_by_step = collections.OrderedDict()
     self._latest_results = None
@@ -316,6 +318,8 @@ class EvaluationHook(SessionRunHook):
       self._eval_keys = self._trace_eval_step()
     global_step = int(session.run(self._global_step_tensor))
     if self._writer is not None:
+      if (self._at_start or self._at_end) and self._last_evaluated_step is None:
+        self._take_earlier_evaluation(global_step)
       # TensorBoard then drops what an earlier run of the job evaluated after
       # the checkpoint this session resumes from (it evaluates those steps again).
       summaries.write_session_start(self._writer, global_step + 1)
@@ -323,6 +327,20 @@ class EvaluationHook(SessionRunHook):
       self._timer.update_last_triggered_step(global_step)
     if self._at_start and global_step != self._last_evaluated_step:
       self._evaluate(session, global_step)
+
+  def _take_earlier_evaluation(self, global_step):
+    """Counts an evaluation of `global_step` in the event files as this hook's
+    last: a re-run of a finished job (no step to train) would evaluate the same
+    step again at start or end, and TensorBoard would show two points there."""
+    # Imported here: early_stopping imports this module.
+    from tfmon.hooks.early_stopping import read_eval_metrics  # pylint: disable=g-import-not-at-top
+    earlier = read_eval_metrics(self._eval_dir).get(global_step)
+    if earlier is None:
+      return
+    logging.info('Global step %d was evaluated by an earlier run (event files in '
+                 '%s): not evaluating it again.', global_step, self._eval_dir)
+    self._last_evaluated_step = global_step
+    self._latest_results = dict(earlier, global_step=global_step)
 
   def steps_until_observed(self, global_step):
     if self._timer is None:
