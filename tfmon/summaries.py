@@ -7,14 +7,21 @@ import tensorflow as tf
 from tensorflow.core.util import event_pb2
 from tensorflow.python.ops import summary_ops_v2
 
+from tfmon import paths
+
 _writers = {}
 
 
-def writer_for(logdir):
-  """Returns the `tf.summary` file writer for `logdir`, creating it once."""
+def writer_for(logdir, arg_name='output_dir'):
+  """Returns the `tf.summary` file writer for `logdir`, creating it once.
+
+  Raises:
+    ValueError: naming `arg_name` and the path, if `logdir` is a file.
+  """
   logdir = os.fspath(logdir)
   writer = _writers.get(logdir)
   if writer is None:
+    paths.check_directory(logdir, arg_name)
     writer = _writers[logdir] = tf.summary.create_file_writer(logdir)
   return writer
 

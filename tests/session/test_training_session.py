@@ -117,3 +117,27 @@ def test_tensorboard_serves_the_loss_series(tmp_path):
   assert [step for _, step, _ in series] == [1, 3, 5]
   assert [value for _, _, value in series] == pytest.approx(
       [losses[0], losses[2], losses[4]])
+
+
+def test_a_directory_that_is_a_file_is_named_at_creation(tmp_path):
+  tfmon.train.get_or_create_global_step()
+  a_file = tmp_path / 'model'
+  a_file.write_text('not a directory')
+  for kwargs, name in [(dict(checkpoint_dir=str(a_file)), 'checkpoint_dir'),
+                       (dict(checkpoint_dir=str(tmp_path), summary_dir=str(a_file)),
+                        'summary_dir')]:
+    with pytest.raises(ValueError, match=f"^{name}='{a_file}' is a file, not a "
+                       'directory'):
+      tfmon.train.MonitoredTrainingSession(**kwargs)
+  with pytest.raises(ValueError, match=f"^checkpoint_dir='{a_file}/run' is under "
+                     f"'{a_file}', which is a file"):
+    tfmon.train.CheckpointSaverHook(str(a_file / 'run'), save_steps=1)
+  for make, name in [
+      (lambda: tfmon.train.SummarySaverHook(save_steps=1, output_dir=str(a_file)),
+       'SummarySaverHook output_dir'),
+      (lambda: tfmon.train.StepCounterHook(output_dir=str(a_file)),
+       'StepCounterHook output_dir'),
+      (lambda: tfmon.train.ChiefSessionCreator(checkpoint_dir=str(a_file)),
+       'checkpoint_dir')]:
+    with pytest.raises(ValueError, match=f"^{name}='{a_file}' is a file"):
+      make()

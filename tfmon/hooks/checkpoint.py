@@ -4,6 +4,7 @@ from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import checkpointing
+from tfmon import paths
 from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
@@ -52,6 +53,7 @@ class CheckpointSaverHook(SessionRunHook):
     if not checkpoint_dir and not isinstance(saver, tf.train.CheckpointManager):
       raise ValueError('CheckpointSaverHook needs a checkpoint_dir (or a '
                        'tf.train.CheckpointManager as saver).')
+    paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     self._saver = saver
     self._scaffold = scaffold
     self._checkpoint_dir = checkpoint_dir

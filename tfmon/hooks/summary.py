@@ -17,7 +17,7 @@ def _writer(summary_writer, output_dir, hook_name):
                       f'(tf.summary.create_file_writer(dir)); got {summary_writer!r}.')
     return summary_writer
   if output_dir:
-    return summaries.writer_for(output_dir)
+    return summaries.writer_for(output_dir, f'{hook_name} output_dir')
   return None
 
 

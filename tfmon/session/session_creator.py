@@ -4,6 +4,7 @@ from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import checkpointing
+from tfmon import paths
 from tfmon.session.raw_session import RawSession
 from tfmon.session.scaffold import Scaffold
 
@@ -63,6 +64,7 @@ class ChiefSessionCreator(SessionCreator):
                checkpoint_filename_with_path=None):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
+    paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     self._checkpoint_dir = checkpoint_dir
     self._checkpoint_filename_with_path = checkpoint_filename_with_path
     self._initialized = False
@@ -94,6 +96,7 @@ class WorkerSessionCreator(SessionCreator):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
     del max_wait_secs
+    paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     self._checkpoint_dir = checkpoint_dir
 
   def create_session(self):

@@ -2,6 +2,7 @@
 
 from tfmon import tf_logging as logging
 
+from tfmon import paths
 from tfmon.hooks.checkpoint import CheckpointSaverHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
 from tfmon.session.monitored_session import MonitoredSession, check_hooks
@@ -93,6 +94,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       save_summaries_steps, save_summaries_secs, 100, None)
   save_checkpoint_steps, save_checkpoint_secs = _default_timers(
       save_checkpoint_steps, save_checkpoint_secs, None, 600)
+  paths.check_directory(checkpoint_dir, 'checkpoint_dir')
+  paths.check_directory(summary_dir, 'summary_dir')
   hooks = check_hooks(hooks, 'hooks')
   chief_only_hooks = check_hooks(chief_only_hooks, 'chief_only_hooks')
   if scaffold is not None and checkpoint is not None:
