@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -67,6 +68,17 @@ def test_trains_on_synthetic_data_evaluates_and_resumes(tmp_path, caplog):
   assert f'Restoring parameters from {tmp_path}/model.ckpt-6' in caplog.text
   assert 'Resuming from global step 6' in caplog.text
 
+  # Re-running the finished job trains nothing, evaluates nothing again and
+  # leaves nothing unrestored.
+  forget_global_step()
+  caplog.clear()
+  third = cifar10.train(str(tmp_path), max_steps=8, **_SMALL)
+  assert third['steps_this_run'] == 0 and third['eval']['global_step'] == 8
+  assert 'Saving dict' not in caplog.text
+  assert 'unrestored' not in caplog.text.lower()
+  steps, _ = event_files.served(tmp_path / 'eval', 'accuracy')
+  assert steps == [3, 6, 8]
+
 
 def test_reads_the_official_binary_format(tmp_path, caplog):
   written = _write_binary(tmp_path / 'data')
@@ -111,6 +123,47 @@ def test_a_truncated_file_is_named(tmp_path):
   pickled.write_bytes(pickled.read_bytes()[:50])
   with pytest.raises(ValueError, match=f'{pickled} is not a CIFAR-10 python batch'):
     cifar10_input.load(str(tmp_path / 'py'))
+
+
+def test_labels_outside_0_to_9_name_the_file(tmp_path):
+  _write_binary(tmp_path)
+  batch = tmp_path / 'cifar-10-batches-bin' / 'test_batch.bin'
+  records = bytearray(batch.read_bytes())
+  records[0] = 12  # the first record's label byte
+  batch.write_bytes(bytes(records))
+  with pytest.raises(cifar10_input.DataError, match=f'^{batch} has labels outside '
+                     r'0-9: \[12\] \(1 of '):
+    cifar10_input.load(str(tmp_path))
+
+
+def test_bad_flags_and_data_dir_fail_with_one_line_naming_them(tmp_path):
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('')
+  cases = {'--batch_size=0': 'flag --batch_size=0: 0 is not a positive integer',
+           '--log_frequency=0': 'flag --log_frequency=0: 0 is not a positive integer',
+           '--max_steps=-1': 'flag --max_steps=-1: -1 is not a non-negative integer',
+           f'--train_dir={a_file}': f'flag --train_dir={a_file}: --train_dir names a '
+                                    'file',
+           f'--data_dir={tmp_path / "missing"}': f'cifar10: --data_dir '
+                                                 f'{tmp_path / "missing"} is not a '
+                                                 'directory'}
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  processes = {flag: subprocess.Popen(  # at once: each start imports TensorFlow
+      [sys.executable, '-m', 'tfmon.examples.cifar10', flag,
+       f'--train_dir={tmp_path / "train"}'] if not flag.startswith('--train_dir')
+      else [sys.executable, '-m', 'tfmon.examples.cifar10', flag],
+      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for flag in cases}
+  for flag, expected in cases.items():
+    _, stderr = processes[flag].communicate(timeout=120)
+    assert processes[flag].returncode != 0
+    assert expected in stderr, stderr
+    assert 'Traceback' not in stderr, stderr
+  assert not os.path.exists(tmp_path / 'train')  # refused before anything ran
+
+
+def test_max_steps_is_described_as_the_global_step_to_stop_at():
+  assert 'The global step to stop at' in flags.FLAGS['max_steps'].help
 
 
 def test_runs_as_a_module(tmp_path):

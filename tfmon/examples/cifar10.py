@@ -17,6 +17,7 @@ announced in the log. The program never needs the network.
 """
 
 import os
+import sys
 import tempfile
 import time
 
@@ -37,15 +38,22 @@ _TRAIN_DIR = flags.DEFINE_string(
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', None, 'Directory with the CIFAR-10 files (binary or python '
     'format); default: Keras\' dataset cache, else synthetic data.')
-_MAX_STEPS = flags.DEFINE_integer('max_steps', 500, 'Number of batches to run.')
-_BATCH_SIZE = flags.DEFINE_integer('batch_size', 64, 'Number of images per batch.')
+_MAX_STEPS = flags.DEFINE_integer(
+    'max_steps', 500, 'The global step to stop at (StopAtStepHook last_step): a '
+    'resumed job trains until its global step reaches it.', lower_bound=0)
+_BATCH_SIZE = flags.DEFINE_integer('batch_size', 64, 'Number of images per batch.',
+                                   lower_bound=1)
 _LOG_FREQUENCY = flags.DEFINE_integer('log_frequency', 50,
-                                      'How often to log results to the console.')
+                                      'How often to log results to the console.',
+                                      lower_bound=1)
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 250,
                                    'Evaluate on the test split every N steps.')
 _EVAL_EXAMPLES = flags.DEFINE_integer('eval_examples', 1000,
                                       'Test examples per evaluation (0: all).')
 _LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.05, 'SGD learning rate.')
+flags.register_validator(
+    'train_dir', lambda path: not os.path.exists(path) or os.path.isdir(path),
+    message='--train_dir names a file: give a directory (created if missing).')
 
 _WEIGHT_DECAY = 0.004  # the tutorial's wd on local3 and local4
 
@@ -189,9 +197,12 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
 def main(argv):
   del argv
   logging.set_verbosity(logging.INFO)
-  train(_TRAIN_DIR.value, _DATA_DIR.value, _MAX_STEPS.value, _BATCH_SIZE.value,
-        _LOG_FREQUENCY.value, _EVAL_EVERY.value, _EVAL_EXAMPLES.value,
-        _LEARNING_RATE.value)
+  try:
+    train(_TRAIN_DIR.value, _DATA_DIR.value, _MAX_STEPS.value, _BATCH_SIZE.value,
+          _LOG_FREQUENCY.value, _EVAL_EVERY.value, _EVAL_EXAMPLES.value,
+          _LEARNING_RATE.value)
+  except cifar10_input.DataError as e:  # found before training: the user's to fix
+    sys.exit(f'cifar10: {e}')  # one line, no traceback
 
 
 if __name__ == '__main__':

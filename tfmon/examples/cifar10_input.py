@@ -47,6 +47,20 @@ class CifarData:
     self.flip_invariant = flip_invariant
 
 
+class DataError(ValueError):
+  """CIFAR-10 data that cannot be used; the message names the file or directory."""
+
+
+def _check_labels(path, labels):
+  bad = np.unique(labels[(labels < 0) | (labels >= NUM_CLASSES)])
+  if bad.size:
+    raise DataError(
+        f'{path} has labels outside 0-{NUM_CLASSES - 1}: {bad[:5].tolist()} '
+        f'({np.sum((labels < 0) | (labels >= NUM_CLASSES))} of {len(labels)} '
+        f'records). It is not a CIFAR-10 batch. Expected {_EXPECTED}.')
+  return labels
+
+
 def _find(directory, names):
   for folder in (directory, os.path.join(directory, 'cifar-10-batches-bin'),
                  os.path.join(directory, 'cifar-10-batches-py')):
@@ -59,13 +73,13 @@ def _find(directory, names):
 def _read_binary(path):
   size = os.path.getsize(path)
   if size == 0 or size % _RECORD_BYTES:
-    raise ValueError(
+    raise DataError(
         f'{path} is not a CIFAR-10 binary batch: its size ({size} bytes) is not a '
         f'multiple of {_RECORD_BYTES} (1 label byte + 3072 image bytes); the file '
         f'may be truncated. Expected {_EXPECTED}.')
   records = np.fromfile(path, np.uint8).reshape(-1, _RECORD_BYTES)
   images = records[:, 1:].reshape(-1, 3, IMAGE_SIZE, IMAGE_SIZE).transpose(0, 2, 3, 1)
-  return images, records[:, 0].astype(np.int64)
+  return images, _check_labels(path, records[:, 0].astype(np.int64))
 
 
 def _read_python(path):
@@ -75,13 +89,13 @@ def _read_python(path):
     data = np.asarray(batch[b'data'], np.uint8).reshape(-1, 3, IMAGE_SIZE, IMAGE_SIZE)
     labels = np.asarray(batch[b'labels'], np.int64)
   except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as e:
-    raise ValueError(
+    raise DataError(
         f'{path} is not a CIFAR-10 python batch ({type(e).__name__}: {e}); the file '
         f'may be truncated. Expected {_EXPECTED}.') from None
   if len(data) != len(labels):
-    raise ValueError(f'{path} has {len(data)} images but {len(labels)} labels. '
+    raise DataError(f'{path} has {len(data)} images but {len(labels)} labels. '
                      f'Expected {_EXPECTED}.')
-  return data.transpose(0, 2, 3, 1), labels
+  return data.transpose(0, 2, 3, 1), _check_labels(path, labels)
 
 
 def _read_split(paths, reader):
@@ -129,12 +143,13 @@ def load(data_dir=None):
     A `CifarData`.
 
   Raises:
-    ValueError: `data_dir` does not exist, holds neither format, or a file in it
-      is truncated or malformed (the message names the file).
+    DataError: `data_dir` does not exist, holds neither format, or a file in it
+      is truncated or malformed, or has labels outside 0-9 (the message names
+      the file).
   """
   if data_dir:
     if not os.path.isdir(data_dir):
-      raise ValueError(f'--data_dir {data_dir} is not a directory. Expected it to '
+      raise DataError(f'--data_dir {data_dir} is not a directory. Expected it to '
                        f'hold {_EXPECTED}.')
     directories = [data_dir]
   else:
@@ -149,7 +164,7 @@ def load(data_dir=None):
                          _read_split(train_paths, reader),
                          _read_split(test_paths, reader))
   if data_dir:
-    raise ValueError(f'--data_dir {data_dir} holds no CIFAR-10 data. Expected '
+    raise DataError(f'--data_dir {data_dir} holds no CIFAR-10 data. Expected '
                      f'{_EXPECTED}.')
   return synthetic()
 
