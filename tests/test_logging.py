@@ -27,6 +27,10 @@ _SCRIPT = textwrap.dedent('''
           sess.run(train_step)
 
     train(2)  # nothing asked: Python's default level, WARNING, hides INFO
+    # A root handler added after TF gave its logger one (as TF's checkpoint code
+    # does, through Python's logging.info): still one line each, not two.
+    import logging
+    logging.basicConfig()
     print('--- verbosity set ---', file=sys.stderr, flush=True)
     if sys.argv[1] == 'tf1':
       tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)

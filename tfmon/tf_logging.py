@@ -8,10 +8,11 @@ Both habits of TF users turn them on (SPEC section 5):
 handed to its handlers when absl's verbosity was set to allow it. A verbosity set
 on neither keeps Python's default (WARNING and above).
 
-Under `absl.app.run`, absl puts its handler on the root logger after TensorFlow
-gave its logger a handler of its own (TF adds one when the root has none at its
-first log line, "to prevent double logging"): every line would print twice,
-once per format. Lines are then handed to the root's handlers only.
+TensorFlow gives its logger a handler of its own when the root logger has none
+at its first line ("to prevent double logging"). A root handler added later
+(by `absl.app.run`, or by `logging.basicConfig`, which Python's module-level
+`logging.info` calls, as TensorFlow's checkpoint code does) would print every
+line twice: lines then go to the root's handlers and not to TF's own.
 
 The module has the calls tfmon uses of `absl.logging` (`from tfmon import
 tf_logging as logging`).
@@ -58,10 +59,11 @@ def log(level, msg, *args):
   filename, lineno, function = _caller()
   record = logger.makeRecord(logger.name, level, filename, lineno, msg, args,
                              None, function)
-  if (logger.propagate and _absl_logging.get_absl_handler() in _logging.root.handlers
-      and any(_is_tf_default_handler(h) for h in logger.handlers)):
+  if (logger.propagate and _logging.root.handlers and
+      any(_is_tf_default_handler(h) for h in logger.handlers)):
     if logger.filter(record):
-      for handler in _logging.root.handlers:
+      for handler in ([h for h in logger.handlers if not _is_tf_default_handler(h)] +
+                      _logging.root.handlers):
         if record.levelno >= handler.level:
           handler.handle(record)
     return
