@@ -36,6 +36,8 @@ def comparison(tmp_path_factory):
   messages = _Messages()
   absl_logger = logging.getLogger('absl')
   absl_logger.addHandler(messages)
+  tf_logger = logging.getLogger('tensorflow')  # tfmon's lines, as v1's hooks'
+  tf_logger.addHandler(messages)
   # Restore the logger's own level, not absl's verbosity: setting a verbosity
   # pins the level, which would hide INFO lines from later tests' caplog.
   level = absl_logger.level
@@ -47,6 +49,7 @@ def comparison(tmp_path_factory):
   finally:
     absl_logger.setLevel(level)
     absl_logger.removeHandler(messages)
+    tf_logger.removeHandler(messages)
   return {result.name: result for result in results}, messages.messages
 
 
