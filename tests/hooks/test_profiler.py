@@ -49,7 +49,11 @@ def _profiled_steps(output_dir):
 
 
 def _executions_of_profiled_step(run_dir):
-  """How many times the trace in `run_dir` saw the op named 'profiled_step' run."""
+  """How many times the trace in `run_dir` saw the op named 'profiled_step' run.
+
+  The step's graph is inlined into the session's compiled call, so its ops are
+  named under the call site: 'StatefulPartitionedCall/profiled_step:Mul'.
+  """
   files = [f for f in os.listdir(run_dir) if f.endswith('.xplane.pb')]
   assert files, f'no .xplane.pb in {run_dir}'
   count = 0
@@ -59,7 +63,7 @@ def _executions_of_profiled_step(run_dir):
       space.ParseFromString(f.read())
     for plane in space.planes:
       ids = {i for i, metadata in plane.event_metadata.items()
-             if metadata.name.startswith('profiled_step')}
+             if metadata.name.split(':')[0].rsplit('/', 1)[-1] == 'profiled_step'}
       count += sum(event.metadata_id in ids
                    for line in plane.lines for event in line.events)
   return count

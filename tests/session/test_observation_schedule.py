@@ -196,7 +196,7 @@ def test_jit_compile_trains_the_same_model():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_a_fused_run_resolves_only_returned_names():
+def test_a_fused_run_resolves_graph_names_as_of_its_last_step():
   global_step = tfmon.train.get_or_create_global_step()
 
   def step():
@@ -207,14 +207,20 @@ def test_a_fused_run_resolves_only_returned_names():
   class FetchByGraphName(tfmon.train.SessionRunHook):
     observes_fused_runs = True
 
+    def __init__(self):
+      self.values = []
+
     def before_run(self, run_context):
       return tfmon.train.SessionRunArgs('step_as_float')
 
-  with tfmon.train.MonitoredSession(hooks=[FetchByGraphName()],
-                                    steps_per_loop=5) as sess:
-    with pytest.raises(ValueError, match=r"Fetch name 'step_as_float' is not a key "
-                       r".*\['loss'\].*use steps_per_loop=1 for graph names"):
+    def after_run(self, run_context, run_values):
+      self.values.append(run_values.results)
+
+  hook = FetchByGraphName()
+  with tfmon.train.MonitoredSession(hooks=[hook], steps_per_loop=5) as sess:
+    for _ in range(3):
       sess.run(tfmon.train.op(step))
+  assert hook.values == [5.0, 10.0, 15.0]
 
 
 def test_evaluation_and_early_stopping_see_the_same_steps_fused():

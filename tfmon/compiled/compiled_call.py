@@ -1,17 +1,36 @@
-"""CompiledCall and CallCompiler: one `run` becomes one traced TensorFlow call.
+"""CompiledCall and CallCompiler: every `run` of a session as one compiled call.
 
-CallCompiler caches a CompiledCall per call structure (which step functions,
-variables and names are fetched, and which feed keys are given), so a steady
-training loop traces once per distinct structure, never once per step. Feed
-values enter as tensor arguments, so new values never retrace; a feed whose shape
-changes relaxes that dimension to None once, as tf.function's reduce_retracing does.
+What a run can choose, and how each choice is made without tracing anew:
+  - feed values: tensor inputs (a feed whose shape changes relaxes that
+    dimension to None once, as tf.function's reduce_retracing does);
+  - whether summaries record: a bool input, `tf.summary.record_if(record)`;
+  - how many steps a fused run takes and the global step it must stop at: int
+    inputs of the fused loop;
+  - which hooks observe the run and what they fetch: not an input at all. The
+    call structures of one family (the same step functions, feed keys, fusion
+    and summary writer) share one compiled function, which computes the union
+    of every name, variable and stop condition that its runs have fetched so
+    far; a run converts to numpy only the outputs it fetched (~2 µs an output).
+    A fetch outside the union grows it, building a new compiled function of the
+    same traced steps;
+  - which hook callables run: part of the family (each is its own StepGraph).
+
+Each step function's Python body is traced once per feed signature (StepGraph)
+and called from the compiled function, where TensorFlow inlines it. So a
+session pays a step's trace once, and its graph optimization once per family
+and feed signature: one function in steady training (BUILD_NOTES.md).
+
+A session that fuses steps (`steps_per_loop` > 1) runs every step through the
+fused loop, one step included; one that does not makes plain calls: a
+one-iteration `tf.while_loop` costs a small model ~50 µs a call, and a `tf.cond`
+~45 µs, so the unfused call holds no control flow at all.
 """
 
 import collections
 import functools
 import itertools
 
-from tfmon import tf_logging as logging
+from absl import logging
 import numpy as np
 import tensorflow as tf
 # Internals for calling a traced function without TF's per-call Python (flat_caller).
@@ -22,7 +41,10 @@ from tensorflow.python.eager import record
 from tensorflow.python.eager.polymorphic_function import atomic_function
 
 from tfmon.compiled import fetch_plan
-from tfmon.compiled import step_increment
+from tfmon.compiled.step_graph import StepGraph
+
+# Layout code: the counted global step's value before the call, known in Python.
+_GLOBAL_STEP_BEFORE = -3
 
 
 def _feed_tensor(key, value):
@@ -106,150 +128,399 @@ def _structured_caller(concrete):
   return call
 
 
-def _unpacker(structured_outputs):
-  """Returns a function from a call's flat numpy outputs to what `body` returned.
+class _Compiled:
+  """One traced function of a CompiledCall, for one feed signature."""
 
-  The flat outputs of a concrete function are the tensors of its structured
-  outputs in tf.nest order, without the Nones.
-  """
-  if all(isinstance(t, tf.Tensor) for t in structured_outputs):
-    return lambda values: values  # the common case: one tensor per output
-  present = [t is not None for t in tf.nest.flatten(structured_outputs)]
-  template = tf.nest.map_structure(lambda _: None, structured_outputs)
+  def __init__(self, concrete, slots, increment, global_step_index):
+    self.call = flat_caller(concrete)
+    self.graph_to_write = None
+    self._slots = slots  # (VARIABLE, id) / (STEP, i) / (NAME, name) -> output entry
+    # What a call adds to the global step when known (else None), and where the
+    # call returns the global step after it (None if it does not).
+    self.increment = increment
+    self.global_step_index = global_step_index
+    self.layouts = {}  # FetchPlan -> per leaf: an output entry or a layout code
 
-  def unpack(values):
-    values = iter(values)
-    return _pack(template, [next(values) if p else None for p in present])
+  def layout(self, plan, counted_global_step):
+    layout = self.layouts.get(plan)
+    if layout is None:
+      layout = []
+      for entry in plan.layout:
+        if isinstance(entry, int):
+          layout.append(entry)
+        elif entry[0] == fetch_plan.VARIABLE:
+          layout.append(_GLOBAL_STEP_BEFORE if entry[1] is counted_global_step
+                        else self._slots[fetch_plan.VARIABLE, id(entry[1])])
+        else:
+          layout.append(self._slots[entry])
+      self.layouts[plan] = layout
+    return layout
 
-  return unpack
+
+def _output_entry(nest, indices):
+  """How to rebuild `nest` (tensors and Nones) from the outputs at `indices`."""
+  if isinstance(nest, tf.Tensor):
+    return indices[0]
+  return (nest, [t is not None for t in tf.nest.flatten(nest)], indices)
+
+
+def _zeros(spec):
+  """A tensor to start a loop variable of `spec` with (its shape is relaxed)."""
+  if spec.dtype in (tf.resource, tf.variant):
+    raise TypeError(
+        f'A step function of a fused run returns a {spec.dtype.name} tensor, which '
+        'cannot be carried from one step of the loop to the next. Return '
+        'numeric, boolean or string tensors, or use steps_per_loop=1.')
+  shape = [0 if d is None else d for d in spec.shape] if spec.shape.rank is not None else []
+  return tf.zeros(shape, spec.dtype)
 
 
 class CompiledCall:
-  """One call structure's FetchPlan traced into a tf.function.
+  """The compiled function of one family of call structures (see the module doc).
 
   Args:
-    plan: The FetchPlan of the structure.
+    steps: The StepGraphs of the family, in call order: the caller's first.
+    loop_count: For a fused family, how many leading steps form the loop;
+      None for calls of one step.
+    feed_keys: The feed keys of the family's calls.
+    summaries: The RecordSummaries leaf of the first call, or None.
+    global_step: The global step variable the calls count or read, or None.
   """
 
-  def __init__(self, plan):
-    self.plan = plan
-    self._fused = plan.loop_leaves is not None
-    self._function = tf.function(plan.fused_body if self._fused else plan.body)
-    # The global step this call counts or reads (one for the session's life),
-    # and the tf.function of the body that also returns it.
-    self._global_step = None
-    self._reading = None
-    # (feed signature: dtype and shape per feed, reads global step) ->
-    # (flat caller, unpacker)
-    self._callers = {}
-    self._graphs = {}      # feed signature -> traced graph
-    self._increments = {}  # feed signature -> constant_increment of its graph
-    self._specs = None  # the feed specs traced last, relaxed across shapes
+  def __init__(self, steps, loop_count, feed_keys, summaries, global_step):
+    self._steps = steps
+    self._loop_count = loop_count
+    self._feed_keys = feed_keys
+    self._writer = summaries.writer if summaries else None
+    self._summary_step = summaries.global_step if summaries else None
+    self._global_step = global_step
+    # Counted in Python when the calls count the global step: never an output.
+    self._counted = global_step if loop_count is None else None
+    # The union of what the family's calls fetched. A fused call has the
+    # global step from the start: what a hook reads of it (its value before
+    # the last step) costs nothing when the step adds a known constant.
+    self._variables = [] if loop_count is None else [global_step]
+    self._names = []
+    self._stop_ifs = []
+    self._returning = set()
+    self._compiled = {}  # feed signature -> _Compiled
+    self._specs = None   # the feed specs traced last, relaxed across shapes
+    self.functions_built = 0
 
-  def _caller(self, tensors, signature, reads_global_step=False):
-    caller = self._callers.get((signature, reads_global_step))
-    return caller or self._trace(tensors, signature, reads_global_step)
+  def require(self, plan):
+    """Adds what `plan` fetches to the union.
 
-  def _trace(self, tensors, signature, reads_global_step):
-    specs = [tf.TensorSpec(t.shape, t.dtype) for t in tensors]
-    if self._specs is not None:
-      relaxed = [old.most_specific_common_supertype([new])
-                 for old, new in zip(self._specs, specs)]
-      if all(spec is not None for spec in relaxed):
-        specs = relaxed
-    self._specs = specs
-    function = self._function
-    if reads_global_step:
-      function = self._reading_function()
-    try:
-      concrete = function.get_concrete_function(*specs)
-    except Exception as e:
-      if hasattr(e, 'add_note'):  # Python 3.11+
-        e.add_note(f'(raised while tracing step functions {self.plan.step_names} '
-                   'into the compiled call of run())')
-      raise
-    caller = flat_caller(concrete), _unpacker(concrete.structured_outputs)
-    self._callers[signature, reads_global_step] = caller
-    self._graphs.setdefault(signature, concrete.graph)
-    return caller
-
-  def _reading_function(self):
-    """The plan's body returning, last, the global step as the call left it."""
-    if self._reading is None:
-      body, global_step = self.plan.body, self._global_step
-      # Created after the steps' ops, so automatic control dependencies order
-      # the read after their assignments: the post-step value.
-      self._reading = tf.function(
-          lambda *inputs: body(*inputs) + [global_step.value()])
-    return self._reading
-
-  def _increment(self, tensors, signature):
-    """What a call of this signature adds to the global step, or None if not constant."""
-    if signature not in self._increments:
-      self._caller(tensors, signature)  # traces the plain body if need be
-      self._increments[signature] = step_increment.constant_increment(
-          self._graphs[signature], self._global_step)
-    return self._increments[signature]
-
-  def __call__(self, flat_fetches, feed_dict, loop=None, global_step=None,
-               value_before=None):
-    """Runs the call and returns the flat results as numpy values.
-
-    For a fused plan, `loop` is `(max_steps, target_global_step)`, and the
-    return value is `(results, global_step_after, steps_run)`.
-
-    With `global_step` (unfused plans), the return value is `(results,
-    global_step_after)`: `value_before` plus the constant the traced call adds to
-    the global step, when it adds one and `value_before` is given; otherwise the
-    call reads the global step after its steps, as one more output.
+    Returns:
+      The union as it was, if it grew (to restore if building fails), else None.
     """
-    if self.plan.feed_keys:
-      tensors = [_feed_tensor(k, feed_dict[k]) for k in self.plan.feed_keys]
+    new_variables = [v for v in plan.variables if v is not self._counted and
+                     not any(v is u for u in self._variables)]
+    new_names = [n for n in plan.names if n not in self._names]
+    new_stops = [s for s in plan.stop_ifs if s not in self._stop_ifs]
+    new_returning = set(plan.returning) - self._returning
+    if not (new_variables or new_names or new_stops or new_returning):
+      return None
+    before = (list(self._variables), list(self._names), list(self._stop_ifs),
+              set(self._returning), dict(self._compiled))
+    self._variables += new_variables
+    self._names += new_names
+    self._stop_ifs += new_stops
+    self._returning |= new_returning
+    self._compiled = {}
+    return before
+
+  def built(self):
+    """Whether a function of the current union has been built."""
+    return bool(self._compiled)
+
+  def restore(self, union):
+    (self._variables, self._names, self._stop_ifs, self._returning,
+     self._compiled) = union
+
+  def __call__(self, plan, flat_fetches, feed_dict, loop=None, value_before=None):
+    """Runs one call of `plan` and returns its flat results as numpy values.
+
+    Args:
+      plan: The FetchPlan of the call; its fetches are in the union.
+      flat_fetches: The call's flat fetch leaves.
+      feed_dict: Its feeds.
+      loop: For a fused family, `(max_steps, target_global_step)`.
+      value_before: For a family that counts the global step, its value
+        before the call, or None if not known.
+
+    Returns:
+      The flat results; with a global step, `(results, global_step_after)`; for
+      a fused family, `(results, global_step_after, steps_run)`.
+    """
+    if self._feed_keys:
+      tensors = [_feed_tensor(k, feed_dict[k]) for k in self._feed_keys]
       signature = tuple((t.dtype, tuple(t.shape)) for t in tensors)
     else:
       tensors = []
       signature = ()
-    for position in self.plan.scalar_positions:
-      scalar = flat_fetches[position]
-      tensors += [tf.constant(scalar.value, tf.float32),
-                  tf.constant(scalar.step, tf.int64)]
-    summaries = self.plan.summaries and flat_fetches[self.plan.summaries_position]
-    if summaries and not self._fused:  # a fused plan's recording is structure
+    for position in plan.scalar_positions:
+      _write_scalar(flat_fetches[position])
+    summaries = None
+    if self._writer is not None:
+      summaries = flat_fetches[plan.summaries_position]
       tensors.append(_record_input(bool(summaries.record)))
-    if self._fused:
+    if loop is not None:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
-    increment = None
-    reads = False  # whether the call returns the global step as its last output
-    if global_step is not None:
-      if self._global_step is None:
-        self._global_step = global_step
-      elif global_step is not self._global_step:
-        raise RuntimeError(
-            f'A compiled call counts one global step; it was given {global_step!r} '
-            f'after {self._global_step!r}. Create the global step once, before '
-            'the session.')
-      if value_before is not None:
-        increment = self._increment(tensors, signature)
-      reads = increment is None
-    call, unpack = self._caller(tensors, signature, reads)
-    outputs = unpack([output.numpy() for output in call(tensors)])
-    if summaries and summaries.write_graph:
+    compiled = self._compiled.get(signature) or self._build(tensors, signature)
+    counted = self._counted
+    if counted is not None and value_before is None:
+      value_before = int(counted.numpy())  # calls we did not make moved it
+    outputs = compiled.call(tensors)
+    if summaries is not None and summaries.write_graph:
       with summaries.writer.as_default():
-        tf.summary.graph(self._graphs[signature])
+        tf.summary.graph(compiled.graph_to_write)
     results = []
-    for position, index in enumerate(self.plan.layout):
-      if index >= 0:
-        results.append(outputs[index])  # each output converted once, however often fetched
-      elif index == fetch_plan.LAYOUT_NONE:
-        results.append(None)
+    for position, entry in enumerate(compiled.layout(plan, counted)):
+      if type(entry) is int:  # pylint: disable=unidiomatic-typecheck
+        if entry >= 0:
+          results.append(outputs[entry].numpy())
+        elif entry == fetch_plan.LAYOUT_NONE:
+          results.append(None)
+        elif entry == fetch_plan.LAYOUT_VALUE:
+          results.append(_value_to_numpy(flat_fetches[position]))
+        else:  # _GLOBAL_STEP_BEFORE
+          results.append(np.array(value_before, counted.dtype.as_numpy_dtype)[()])
       else:
-        results.append(_value_to_numpy(flat_fetches[position]))
-    if self._fused:
-      return results, int(outputs[-2]), int(outputs[-1])
-    if global_step is not None:
-      return results, int(outputs[-1]) if reads else value_before + increment
-    return results
+        nest, present, indices = entry
+        values = iter(indices)
+        results.append(_pack(nest, [outputs[next(values)].numpy() if p else None
+                                    for p in present]))
+    if loop is not None:
+      return (results, int(outputs[compiled.global_step_index]),
+              int(outputs[compiled.global_step_index + 1]))
+    if self._global_step is None:
+      return results
+    if compiled.global_step_index is not None:
+      return results, int(outputs[compiled.global_step_index])
+    return results, value_before + compiled.increment
+
+  def _build(self, tensors, signature):
+    """Traces the family's function for this feed signature (steps as need be)."""
+    specs = [tf.TensorSpec(t.shape, t.dtype) for t in tensors]
+    nf = len(self._feed_keys)
+    if self._specs is not None:
+      relaxed = [old.most_specific_common_supertype([new])
+                 for old, new in zip(self._specs, specs[:nf])]
+      if all(spec is not None for spec in relaxed):
+        specs[:nf] = relaxed
+    self._specs = specs[:nf]
+    feed_specs = dict(zip(self._feed_keys, specs[:nf]))
+
+    def trace_steps(names=()):
+      return [step.trace({k: feed_specs[k] for k in step.feed_keys(self._feed_keys)},
+                         names) for step in self._steps]
+
+    traces = trace_steps()
+    sources = self._name_sources(traces)
+    if any(source is None for source in sources.values()):
+      # Names the steps do not return: tensor names in their graphs.
+      traces = trace_steps([n for n, s in sources.items() if s is None])
+      sources = self._name_sources(traces)
+      self._check_names(traces, sources)
+    fused = self._loop_count is not None
+    involved = traces[:self._loop_count] if fused else traces
+    increment = None
+    if self._global_step is not None:
+      increments = [t.increment(self._global_step) for t in involved]
+      if None not in increments and sum(increments) > 0:
+        increment = sum(increments)
+    slots = {}
+    body = self._fused_body if fused else self._body
+    outputs = []  # filled in by the trace, read by slot_for
+    function = tf.function(
+        functools.partial(body, traces, sources, increment, slots, outputs),
+        autograph=False)  # tfmon's own code: nothing to convert
+    concrete = function.get_concrete_function(*specs)
+    self.functions_built += 1
+    global_step_index = slots.pop('global_step_after', None)
+    compiled = _Compiled(concrete, slots, increment, global_step_index)
+    compiled.graph_to_write = traces[0].graph if traces else concrete.graph
+    self._compiled[signature] = compiled
+    return compiled
+
+  def _name_sources(self, traces):
+    """Per union name, the index of the step whose outputs hold it, or None."""
+    sources = {}
+    for name in self._names:
+      sources[name] = next((i for i, t in enumerate(traces) if name in t.returned),
+                           None)
+      if sources[name] is None:
+        sources[name] = next((i for i, t in enumerate(traces) if name in t.names),
+                             None)
+    return sources
+
+  def _check_names(self, traces, sources):
+    for name, source in sources.items():
+      if source is None:
+        returned = sorted({key for t in traces for key in t.returned})
+        graph_names = [n for t in traces for n in fetch_plan.user_named_tensors(t.graph)]
+        raise ValueError(
+            f'Fetch name {name!r} names no tensor of this call. Names are keys of '
+            f'dicts returned by the step functions of the call ({returned}) or '
+            f'tensor names in their traced graphs ({graph_names}). Return the '
+            f"tensor from your step function in a dict (return {{{name!r}: "
+            f"tensor}}) or name it (tf.identity(tensor, name={name!r})).")
+
+  def _inputs(self, inputs):
+    """Splits a traced function's inputs: feeds by key, then `record`, then the rest."""
+    nf = len(self._feed_keys)
+    feeds = dict(zip(self._feed_keys, inputs[:nf]))
+    if self._writer is None:
+      return feeds, None, inputs[nf:]
+    return feeds, inputs[nf], inputs[nf + 1:]
+
+  def _stamp(self):
+    """The global step before a step, plus one: what its summaries are stamped with."""
+    return tf.cast(fetch_plan.read(self._summary_step), tf.int64) + 1
+
+  def _call_step(self, i, trace, feeds, record, stamp):
+    keys = self._steps[i].feed_keys(self._feed_keys)
+    return trace([feeds[k] for k in keys], record, stamp)
+
+  def _emit(self, slots, outputs, traces, sources, step_outputs, variable_values):
+    """Appends the union's outputs, recording each one's slot."""
+    for variable, value in zip(self._variables, variable_values):
+      slots[fetch_plan.VARIABLE, id(variable)] = len(outputs)
+      outputs.append(value)
+    for i in sorted(self._returning):
+      count = traces[i].result_count
+      slots[fetch_plan.STEP, i] = _output_entry(
+          traces[i].structure, list(range(len(outputs), len(outputs) + count)))
+      outputs += [step_outputs[i][j] for j in range(count)]
+    for name in self._names:
+      i = sources[name]
+      nest, indices = traces[i].name_outputs(name)
+      slots[fetch_plan.NAME, name] = _output_entry(
+          nest, list(range(len(outputs), len(outputs) + len(indices))))
+      outputs += [step_outputs[i][j] for j in indices]
+
+  def _body(self, traces, sources, increment, slots, outputs, *inputs):
+    """One call of the steps: variables read first, then the steps in order."""
+    feeds, record, _ = self._inputs(inputs)
+    stamp = self._stamp() if self._writer is not None else None
+    variable_values = [fetch_plan.read(v) for v in self._variables]
+    step_outputs = [self._call_step(i, t, feeds, record, stamp)
+                    for i, t in enumerate(traces)]
+    self._emit(slots, outputs, traces, sources, step_outputs, variable_values)
+    if self._global_step is not None and increment is None:
+      # Read after the steps: automatic control dependencies order it so.
+      slots['global_step_after'] = len(outputs)
+      outputs.append(tf.cast(self._global_step.value(), tf.int64))
+    return outputs
+
+  def _fused_body(self, traces, sources, increment, slots, outputs, *inputs):
+    """Up to `max_steps` iterations of the loop steps, then the hooks' steps once.
+
+    Stops early once the global step reaches `target` or after a step where a
+    StopIf condition holds. Only the last iteration records summaries; fetched
+    variables, names and results are those of the last iteration.
+    """
+    feeds, record, (max_steps, target) = self._inputs(inputs)
+    loop_count = self._loop_count
+    global_step = self._global_step
+
+    def global_step_value():
+      return tf.cast(fetch_plan.read(global_step), tf.int64)
+
+    # What the loop carries: the union's variables as read before each step
+    # (the counted global step excepted: it is the value after minus the
+    # increment), and the outputs of the loop's steps that are fetched.
+    carried_variables = [v for v in self._variables
+                         if not (increment is not None and v is global_step)]
+    carried_outputs = []  # (step, output index)
+    for i in sorted(self._returning):
+      if i < loop_count:
+        carried_outputs += [(i, j) for j in range(traces[i].result_count)]
+    for name in self._names:
+      i = sources[name]
+      if i < loop_count:
+        carried_outputs += [(i, j) for j in traces[i].name_outputs(name)[1]
+                            if (i, j) not in carried_outputs]
+    for name, _ in self._stop_ifs:
+      if sources[name] >= loop_count:
+        raise ValueError(
+            f'{name!r} is checked after every step of a fused run (NanTensorHook), '
+            'but no step function of the loop returns it. Return it from the '
+            'step function the session runs.')
+    stop_positions = [
+        (len(carried_variables) +
+         carried_outputs.index((sources[name], traces[sources[name]].name_outputs(name)[1][0])),
+         predicate)
+        for name, predicate in self._stop_ifs]
+
+    limit = max_steps
+    if increment is not None:
+      # "Until the global step reaches the target" is then a number of
+      # iterations, which spares the loop condition a variable read per step.
+      more = (target - global_step_value() + increment - 1) // increment
+      limit = tf.cast(tf.minimum(tf.cast(max_steps, tf.int64),
+                                 tf.maximum(more, 1)), tf.int32)
+
+    def condition(i, *carried):
+      keep = i < limit
+      checks = []
+      if increment is None:
+        checks.append(global_step_value() < target)
+      for position, predicate in stop_positions:
+        holds = predicate(carried[position])
+        checks.append(tf.logical_not(
+            holds if holds.shape.rank == 0 else tf.reduce_any(holds)))
+      if checks:
+        # The first iteration always runs: the carried values are placeholders.
+        keep = tf.logical_and(keep, tf.logical_or(
+            tf.equal(i, 0), functools.reduce(tf.logical_and, checks)))
+      return keep
+
+    def loop_body(i, *unused_carried):
+      stamp = recording = None
+      if self._writer is not None:
+        stamp = self._stamp()
+        last = i + 1 >= limit
+        if increment is None:
+          last = tf.logical_or(last, stamp >= target)
+        recording = tf.logical_and(record, last)
+      values = [fetch_plan.read(v) for v in carried_variables]
+      step_outputs = [self._call_step(s, traces[s], feeds, recording, stamp)
+                      for s in range(loop_count)]
+      return (i + 1, *values, *[step_outputs[s][j] for s, j in carried_outputs])
+
+    initial = [_zeros(tf.TensorSpec(v.shape, v.dtype)) for v in carried_variables]
+    initial += [_zeros(traces[s].output_specs[j]) for s, j in carried_outputs]
+    # parallel_iterations=1: a step must not start before the previous one ended.
+    steps_run, *carried = tf.while_loop(
+        condition, loop_body, [tf.constant(0), *initial], parallel_iterations=1,
+        shape_invariants=[tf.TensorShape([])] + [tf.TensorShape(None)] * len(initial))
+    global_step_after = global_step_value()
+    # Hooks' step functions run once, after the loop, stamped as v1 stamped a
+    # run's summaries: with the global step after it.
+    step_outputs = {}
+    for s in range(loop_count, len(traces)):
+      step_outputs[s] = self._call_step(s, traces[s], feeds, record,
+                                        global_step_after)
+    for (s, j), value in zip(carried_outputs, carried[len(carried_variables):]):
+      step_outputs.setdefault(s, {})[j] = value
+    variable_values = []
+    carried_values = iter(carried[:len(carried_variables)])
+    for v in self._variables:
+      if any(v is c for c in carried_variables):
+        variable_values.append(next(carried_values))
+      else:  # the counted global step, before the last step
+        variable_values.append(tf.cast(global_step_after - increment, v.dtype))
+    self._emit(slots, outputs, traces, sources, step_outputs, variable_values)
+    slots['global_step_after'] = len(outputs)
+    outputs += [global_step_after, steps_run]
+    return outputs
+
+
+def _write_scalar(leaf):
+  with leaf.writer.as_default(step=leaf.step):
+    tf.summary.scalar(leaf.tag, leaf.value)
 
 
 def _pack(structure, flat_results):
@@ -285,19 +556,31 @@ def _pack_node(node, results):
 
 
 class CallCompiler:
-  """Runs fetches and feeds as one compiled call, cached by call structure.
+  """Runs fetches and feeds as one compiled call (see the module doc).
 
   Args:
-    jit_compile: Compile step functions with XLA (see FetchPlan).
+    jit_compile: Compile step functions with XLA (see StepGraph).
   """
 
   # This many distinct function objects of one name traced: likely one per run.
   RETRACE_WARNING_AFTER = 5
 
   def __init__(self, jit_compile=None):
-    self._calls = {}
     self._jit_compile = jit_compile
+    self._plans = {}     # call structure -> (FetchPlan, CompiledCall)
+    self._families = {}  # family key -> CompiledCall
+    self._step_graphs = {}  # (step key, summary writer id) -> StepGraph
     self._step_objects = collections.defaultdict(set)  # name -> leaf keys traced
+
+  @property
+  def functions_built(self):
+    """How many compiled functions the calls so far have built (and run)."""
+    return sum(family.functions_built for family in self._families.values())
+
+  @property
+  def step_traces(self):
+    """How many times the step functions' Python bodies have been traced."""
+    return sum(step.traces for step in self._step_graphs.values())
 
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict` in one compiled call.
@@ -309,7 +592,8 @@ class CallCompiler:
     Returns:
       The results, numpy values in the structure of `fetches`.
     """
-    return _pack(fetches, self._run(fetches, feed_dict))
+    flat = tf.nest.flatten(fetches)
+    return _pack(fetches, self._call(flat, feed_dict, None, None))
 
   def run_counting(self, fetches, feed_dict, global_step, value_before):
     """Runs like `run`, and also returns the global step as the call left it.
@@ -318,24 +602,17 @@ class CallCompiler:
       fetches: A nest of fetch leaves (see FetchPlan).
       feed_dict: None or a dict from step-function parameter names to values.
       global_step: The global step variable.
-      value_before: Its value before this call, or None if not known. Given,
-        and when the traced call adds a constant to the global step, the value
-        after is counted rather than read (see step_increment).
+      value_before: Its value before this call, or None if not known. When
+        the call adds a known constant to the global step, the value after is
+        counted rather than read (see step_increment).
 
     Returns:
       `(results, global_step_after)`.
     """
-    results, global_step_after = self._run(
-        fetches, feed_dict, global_step=global_step, value_before=value_before)
-    return _pack(fetches, results), global_step_after
-
-  def _run(self, fetches, feed_dict, **counting):
     flat = tf.nest.flatten(fetches)
-    feed_keys = tuple(feed_dict) if feed_dict else ()
-    call, key = self._call_for(flat, feed_keys, None, None)
-    output = call(flat, feed_dict, **counting)
-    self._calls[key] = call  # only once it traced and ran: a failed trace retries
-    return output
+    results, global_step_after = self._call(
+        flat, feed_dict, None, global_step, value_before=value_before)
+    return _pack(fetches, results), global_step_after
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step):
@@ -353,42 +630,90 @@ class CallCompiler:
       `(results, global_step_after, steps_run)`.
     """
     flat = tf.nest.flatten(fetches)
-    call, key = self._call_for(flat, (), loop_leaves, global_step)
-    results, global_step_after, steps_run = call(
-        flat, None, loop=(max_steps, target_global_step))
-    self._calls[key] = call
+    results, global_step_after, steps_run = self._call(
+        flat, None, loop_leaves, global_step,
+        loop=(max_steps, target_global_step))
     return _pack(fetches, results), global_step_after, steps_run
 
-  def _call_for(self, flat, feed_keys, loop_leaves, global_step):
-    key = (tuple(map(fetch_plan.leaf_key, flat)), feed_keys, loop_leaves)
-    if loop_leaves is not None:  # a fused run records summaries or has none at all
-      key += (any(fetch_plan.leaf_kind(leaf) == fetch_plan.SUMMARIES and leaf.record
-                  for leaf in flat),)
-    call = self._calls.get(key)
-    if call is None:
-      call = CompiledCall(fetch_plan.FetchPlan(flat, feed_keys, loop_leaves,
-                                               global_step, self._jit_compile))
-      self._warn_if_steps_are_new_objects(flat)
-    return call, key
+  def _call(self, flat, feed_dict, loop_leaves, global_step, **call_args):
+    feed_keys = tuple(feed_dict) if feed_dict else ()
+    key = (tuple(map(fetch_plan.leaf_key, flat)), feed_keys, loop_leaves,
+           global_step is not None)
+    cached = self._plans.get(key)
+    if cached is not None:
+      plan, family = cached
+      return family(plan, flat, feed_dict, **call_args)
+    plan = fetch_plan.FetchPlan(flat, feed_keys, loop_leaves)
+    family = self._family(plan, global_step)
+    self._warn_if_steps_are_new_objects(plan)
+    union = family.require(plan)
+    try:
+      output = family(plan, flat, feed_dict, **call_args)
+    except Exception:
+      if union is not None and not family.built():
+        family.restore(union)  # a failed trace is not kept: the next run retries
+      raise
+    self._plans[key] = plan, family
+    return output
 
-  def _warn_if_steps_are_new_objects(self, flat):
+  def _family(self, plan, global_step):
+    """The CompiledCall of `plan`'s family, made on first use."""
+    summaries = plan.summaries
+    writer_key = None
+    if summaries is not None:
+      writer_key = (id(summaries.writer), id(summaries.global_step))
+    key = (tuple(plan.step_keys), plan.loop_step_count, plan.feed_keys, writer_key,
+           None if global_step is None else id(global_step))
+    family = self._families.get(key)
+    if family is None:
+      steps = [self._step_graph(k, fn, summaries)
+               for k, fn in zip(plan.step_keys, plan.steps)]
+      _check_feeds(steps, plan.feed_keys)
+      family = CompiledCall(steps, plan.loop_step_count, plan.feed_keys, summaries,
+                            global_step)
+      self._families[key] = family
+    return family
+
+  def _step_graph(self, key, fn, summaries):
+    writer = summaries.writer if summaries is not None else None
+    graph_key = (key, id(writer))
+    step = self._step_graphs.get(graph_key)
+    if step is None:
+      step = self._step_graphs[graph_key] = StepGraph(fn, self._jit_compile, writer)
+    return step
+
+  def _warn_if_steps_are_new_objects(self, plan):
     """Warns once per name when step functions of one name keep being new objects.
 
     A step function made anew for every run (`op(lambda: ...)` or a closure
     defined inside the training loop) is a new call structure every run, so every
     run traces again: tens of milliseconds instead of microseconds.
     """
-    for leaf in flat:
-      kind = fetch_plan.leaf_kind(leaf)
-      if kind not in (fetch_plan.STEP, fetch_plan.OP):
-        continue
-      fn = leaf.fn if kind == fetch_plan.OP else leaf
+    for key, fn in zip(plan.step_keys, plan.steps):
       name = fetch_plan.describe(fn)
       seen = self._step_objects[name]
-      seen.add(fetch_plan.leaf_key(fn))
+      seen.add(key)
       if len(seen) == self.RETRACE_WARNING_AFTER:
         logging.warning(
             'run() has traced %d different step functions named %s: a step '
             'function created anew for every run (op(lambda: ...) or a function '
             'defined inside the training loop) makes every run trace again. '
             'Create it once, before the loop.', len(seen), name)
+
+
+def _check_feeds(steps, feed_keys):
+  """Raises ValueError for a required parameter unfed or a feed no step takes."""
+  accepted = set()
+  for step in steps:
+    step.check_feeds(feed_keys)
+    accepted.update(step.parameters)
+  if any(step.takes_all_feeds for step in steps):
+    return
+  for key in feed_keys:
+    if key not in accepted:
+      parameters = {s.name: s.parameters for s in steps}
+      raise ValueError(
+          f'feed_dict key {key!r} matches no parameter of the step functions in '
+          f'this call (parameters: {parameters or "no step function is fetched"}). '
+          'Feed keys name step-function parameters: rename the key or add the '
+          'parameter.')

@@ -17,17 +17,16 @@ def constant_increment(graph, variable):
 
   Known means: every op of `graph` that uses the variable reads it, or adds or
   subtracts a value fixed at trace time, at the graph's top level, where TF2
-  runs every stateful op once; the sum is not zero. A use inside control flow
-  or a nested function, an assignment, or a data-dependent increment makes it
-  unknown, and so does a call that does not change the variable at all (then
-  something outside the call does).
+  runs every stateful op once. A use inside control flow or a nested function,
+  an assignment, or a data-dependent increment makes it unknown. A graph that
+  does not use the variable, or only reads it, adds 0.
 
   Args:
     graph: The FuncGraph of a traced call.
     variable: The global step variable.
 
   Returns:
-    The increment as an int, or None.
+    The increment as an int, or None if unknown.
   """
   if isinstance(variable, tf.distribute.DistributedValues):
     return None  # one variable per replica: read back, not counted
@@ -37,7 +36,7 @@ def constant_increment(graph, variable):
   placeholder = next((internal for external, internal in graph.captures
                       if external is handle), None)
   if placeholder is None:
-    return None
+    return 0
   total = 0
   for op in placeholder.consumers():
     if op.type in _READS:
@@ -47,4 +46,4 @@ def constant_increment(graph, variable):
     if value is None or getattr(value, 'shape', ()) != ():
       return None
     total += sign * int(value)
-  return total or None
+  return total

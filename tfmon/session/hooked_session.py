@@ -66,16 +66,17 @@ class HookedSession(WrappedSession):
     result_index = {}  # hook -> its index in all_fetches
     schedule = self._schedule
     caller_leaves = None  # flattened once, only by a fusing session
+    fusible = False  # whether this run can go through the fused loop
     if schedule is None:
       steps, hooks = 1, self._hooks
     else:
       # Only a fusing session needs to know whether this run could fuse steps.
-      if self._steps_per_loop > 1 and not feed_dict:
+      if schedule.fuses and not feed_dict:
         caller_leaves = tf.nest.flatten(fetches)
+        fusible = _has_step_function(caller_leaves)
       if self._sess.calls_run != self._calls_seen:
         schedule.value = None  # plan() reads it anew
-      steps, hooks = schedule.plan(caller_leaves is not None and
-                                   _has_step_function(caller_leaves))
+      steps, hooks = schedule.plan(fusible)
       self._calls_seen = self._sess.calls_run
     feed_dict = self._call_hook_before_run(
         run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
@@ -84,7 +85,8 @@ class HookedSession(WrappedSession):
               self._traces.start('A run with RunOptions.trace_level'))
     try:
       outputs, global_step_after, steps = self._call(
-          all_fetches, feed_dict, options, run_metadata, steps, caller_leaves)
+          all_fetches, feed_dict, options, run_metadata, steps,
+          len(caller_leaves) if fusible else None)
     except BaseException:
       if traced:
         discard_unfinished_trace()
@@ -113,16 +115,22 @@ class HookedSession(WrappedSession):
     return outputs[0]
 
   def _call(self, all_fetches, feed_dict, options, run_metadata, steps,
-            caller_leaves):
-    """Makes the run's one call: `(outputs, global step after or None, steps)`."""
+            loop_leaves):
+    """Makes the run's one call: `(outputs, global step after or None, steps)`.
+
+    `loop_leaves` is how many leading flat leaves the fused loop runs, or None
+    for a call of one step.
+    """
     schedule = self._schedule
     if schedule is None:
       outputs = self._sess.run(all_fetches, feed_dict=feed_dict, options=options,
                                run_metadata=run_metadata)
       return outputs, None, steps
-    if steps > 1:
+    if loop_leaves is not None and not feed_dict:
+      # One step too: a fusing session's runs all share the fused function.
+      # Fed runs (a FeedFnHook's, say) are single steps of their own.
       return self._sess.run_fused(
-          all_fetches, len(caller_leaves), steps, min(schedule.target, _NO_TARGET),
+          all_fetches, loop_leaves, steps, min(schedule.target, _NO_TARGET),
           schedule.global_step)
     # The global step is counted when the call adds a known constant to it,
     # else read with the outputs: reading it every run costs ~10 µs. A run in

@@ -47,6 +47,9 @@ class ObservationSchedule:
                        getattr(h, 'observes_fused_runs', False)]
     self._every_run_set = set(self._every_run)
     self._single_steps = any(not declares_schedule(h) for h in hooks)
+    # Whether runs that can fuse steps go through the fused loop, one step
+    # included: the session then compiles one function, not two.
+    self.fuses = steps_per_loop > 1 and not self._single_steps
     self._bounding = [h for h in hooks if hasattr(h, 'steps_until_observed')]
     self._due = {}  # hook -> global step it must observe next (inf: never)
     self._next_due = None  # the earliest due step; None until the first plan
@@ -64,7 +67,7 @@ class ObservationSchedule:
         self._reschedule(hook)
       self._next_due = min(self._due.values(), default=math.inf)
     steps = 1
-    if fetches_are_fusible and not self._single_steps:
+    if fetches_are_fusible and self.fuses:
       steps = int(max(1, min(self._steps_per_loop, self._next_due - self.value)))
     self.hooks_due = self.value + steps >= self._next_due
     if not self.hooks_due:

@@ -29,6 +29,16 @@ class RawSession:
     # run_counting) learns from it that calls it did not make ran in between.
     self.calls_run = 0
 
+  @property
+  def compiled_functions(self):
+    """How many TensorFlow functions this session's runs have built and run."""
+    return self._compiler.functions_built
+
+  @property
+  def step_traces(self):
+    """How many times step functions' Python bodies have been traced."""
+    return self._compiler.step_traces
+
   def set_jit_compile(self, jit_compile):
     """Compiles the step functions of calls traced from now on with XLA."""
     self._compiler = CallCompiler(jit_compile)

@@ -1,0 +1,229 @@
+"""StepGraph: one step function, its Python body traced once per feed signature.
+
+A step function's Python body is where a big model spends seconds tracing, so a
+session traces it once per feed signature and never again, whichever hooks
+observe a run, fused or not, recording summaries or not (SPEC section 2). The
+traced body is a concrete function that the session's compiled calls call;
+TensorFlow inlines such calls, so running it costs what running it inline costs
+(BUILD_NOTES.md, "Trace once").
+
+What would otherwise make a retrace is an input of the concrete function:
+  - `record` (bool): whether its `tf.summary` calls write. The body is traced
+    under the session's summary writer with `tf.summary.record_if(record)`.
+  - `stamp` (int64): the step its summaries carry. The calling function reads
+    the global step once, so a hook's summary callable that runs after the
+    caller's steps is stamped like them, as v1 stamped one run's summaries.
+  - the feeds it takes by parameter name.
+
+Its outputs are what the body returns (flattened, Nones left out) followed by
+the graph tensors named in `names` that exist in its graph: tensor names live in
+the traced graph, so a name first asked for after the trace retraces it once.
+"""
+
+import inspect
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+from tfmon.compiled import step_increment
+from tfmon.compiled.fetch_plan import describe, is_variable
+
+
+def _traceable(fn):
+  """The Python function behind a `tf.function`, so it traces inline.
+
+  Calling a tf.function inside our trace would nest a second function graph,
+  hiding its tensor names from name fetches. `_python_function` is the bound
+  wrapper for tf.function methods, where the public `python_function` is the
+  unbound one.
+  """
+  if isinstance(fn, tf.types.experimental.PolymorphicFunction):
+    inner = getattr(fn, '_python_function', None) or getattr(fn, 'python_function', None)
+    if callable(inner):
+      return inner
+  return fn
+
+
+def _tensor_name(name):
+  return name if ':' in name else name + ':0'
+
+
+class StepGraph:
+  """A step function, traced once per feed signature into a concrete function.
+
+  With `jit_compile`, the step is its own XLA-compiled tf.function inside the
+  trace; summary writing stays outside it, since XLA cannot compile summary writes.
+
+  Args:
+    fn: The step function.
+    jit_compile: Compile the step with XLA.
+    writer: The `tf.summary.SummaryWriter` its summaries go to, or None.
+  """
+
+  def __init__(self, fn, jit_compile=None, writer=None):
+    self.fn = _traceable(fn)
+    self.name = describe(fn)
+    self._call = tf.function(self.fn, jit_compile=True) if jit_compile else self.fn
+    self._writer = writer
+    try:
+      parameters = inspect.signature(self.fn).parameters.values()
+    except (TypeError, ValueError):
+      parameters = ()  # a builtin without a signature takes no feeds
+    self.takes_all_feeds = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    self.parameters = [
+        p.name for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    self.required = [
+        p.name for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                               p.POSITIONAL_OR_KEYWORD,
+                                               p.KEYWORD_ONLY)
+    ]
+    self.traces = 0
+    self._traced = {}  # feed signature -> _Trace
+    self._names = []   # graph tensor names asked for, in order
+
+  def check_feeds(self, feed_keys):
+    for name in self.required:
+      if name not in feed_keys:
+        raise ValueError(
+            f'Step function {self.name} requires parameter {name!r}, but '
+            f'feed_dict has no {name!r} key (feed keys: {sorted(feed_keys)}). '
+            f'Feed it by name: run({self.name}, feed_dict={{{name!r}: value}}), '
+            'or give the parameter a default.')
+
+  def feed_keys(self, feed_keys):
+    """The keys of `feed_keys` this step takes, in `feed_keys` order."""
+    if self.takes_all_feeds:
+      return tuple(feed_keys)
+    return tuple(k for k in feed_keys if k in self.parameters)
+
+  def trace(self, feed_specs, names=()):
+    """Returns the `_Trace` for feeds of these specs, tracing only if need be.
+
+    Args:
+      feed_specs: A dict from the feed keys this step takes to TensorSpecs.
+      names: Graph tensor names the caller needs. A name not yet asked for that
+        exists in the traced graph makes one more trace, which outputs it.
+    """
+    signature = tuple((k, s.dtype, tuple(s.shape)) for k, s in feed_specs.items())
+    traced = self._traced.get(signature)
+    new = [n for n in names if n not in self._names]
+    if new:
+      self._names.extend(new)
+      if traced is not None and any(traced.has_tensor(n) for n in new):
+        traced = None  # the graph holds a newly asked-for name: output it
+    if traced is None:
+      specs = list(feed_specs.values())
+      if self._writer is not None:
+        specs = [tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.int64)] + specs
+      self._tracing = (tuple(feed_specs), list(self._names))
+      try:
+        # A new tf.function each time: the body depends on `_tracing`, which
+        # the tf.function's own cache would not see.
+        concrete = tf.function(self._body).get_concrete_function(*specs)
+      except Exception as e:
+        if hasattr(e, 'add_note'):  # Python 3.11+
+          e.add_note(f'(raised while tracing step function {self.name} for run())')
+        raise
+      traced = _Trace(concrete, self._structure, self._found_names,
+                      self._writer is not None)
+      self._traced[signature] = traced
+    return traced
+
+  def _body(self, *inputs):
+    """The traced body: the step under the summary writer, then its outputs."""
+    self.traces += 1
+    keys, names = self._tracing
+    if self._writer is not None:
+      record, stamp, inputs = inputs[0], inputs[1], inputs[2:]
+      with self._writer.as_default(step=stamp), tf.summary.record_if(record):
+        result = self._call(**dict(zip(keys, inputs)))
+    else:
+      result = self._call(**dict(zip(keys, inputs)))
+    result = tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
+    graph = tf.compat.v1.get_default_graph()
+    self._structure = result
+    self._found_names = []
+    named = []
+    for name in names:
+      try:
+        named.append(graph.get_tensor_by_name(_tensor_name(name)))
+      except (KeyError, ValueError):
+        continue
+      self._found_names.append(name)
+    return [t for t in tf.nest.flatten(result) if t is not None] + named
+
+
+class _Trace:
+  """One traced concrete function of a StepGraph and what its outputs are."""
+
+  def __init__(self, concrete, structure, found_names, takes_summary_inputs):
+    self.concrete = concrete
+    self.graph = concrete.graph
+    self.structure = structure  # the returned nest, tensors of the traced graph
+    self.names = found_names    # graph names output after the returned tensors
+    self._summary_inputs = takes_summary_inputs
+    # Keys of a returned dict -> (their value's nest, its output indices).
+    self.returned = {}
+    flat = tf.nest.flatten(structure)
+    self.result_count = sum(t is not None for t in flat)
+    if isinstance(structure, dict):
+      index = 0
+      for key, value in sorted(structure.items()):  # tf.nest's order
+        count = sum(t is not None for t in tf.nest.flatten(value))
+        self.returned[key] = (value, list(range(index, index + count)))
+        index += count
+    self.output_specs = [tf.TensorSpec(t.shape, t.dtype) for t in concrete.outputs]
+
+  def has_tensor(self, name):
+    try:
+      self.graph.get_tensor_by_name(_tensor_name(name))
+      return True
+    except (KeyError, ValueError):
+      return False
+
+  def name_outputs(self, name):
+    """`(nest, output indices)` of `name`: a returned key, else a graph name, else None."""
+    if name in self.returned:
+      return self.returned[name]
+    if name in self.names:
+      index = self.result_count + self.names.index(name)
+      return self.graph.get_tensor_by_name(_tensor_name(name)), [index]
+    return None
+
+  def increment(self, global_step):
+    """What a call adds to `global_step`: 0 if it does not use it, None if unknown."""
+    return step_increment.constant_increment(self.graph, global_step)
+
+  def __call__(self, feeds, record=None, stamp=None):
+    """Calls the traced function inside another function's trace: its outputs."""
+    args = list(feeds)
+    if self._summary_inputs:
+      args = [record, stamp] + args
+    return self.concrete(*args)
+
+
+@tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
+def _as_output(value, step_name):
+  """A step's returned leaf as a traced tensor, or None."""
+  if value is None or isinstance(value, tf.Tensor):
+    return value
+  if isinstance(value, tf.Operation):
+    return None  # TF1 returned None for fetched ops
+  if is_variable(value):
+    return tf.identity(value)  # its value after the step
+  if isinstance(value, (numbers.Number, np.ndarray, np.generic)):
+    return tf.constant(value)
+  if isinstance(value, tf.distribute.DistributedValues):
+    raise TypeError(
+        f'Step function {step_name} returned {value!r}, one value per replica '
+        'of a tf.distribute strategy. Return one value: reduce it in the step, '
+        "e.g. strategy.reduce('SUM', value, axis=None), or return the replicas' "
+        'values as a tuple: strategy.experimental_local_results(value).')
+  raise TypeError(
+      f'Step function {step_name} returned {value!r} of type '
+      f'{type(value).__name__}, which is not numeric. A step function returns '
+      'tensors, numbers, numpy values or None, alone or in lists, tuples and dicts.')
