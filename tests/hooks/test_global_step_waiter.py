@@ -18,7 +18,7 @@ def _set_later(variable, value, delay_secs):
 
 
 def _messages(caplog):
-  return [r.getMessage() for r in caplog.records if r.name == 'absl']
+  return [r.getMessage() for r in caplog.records if r.name == 'tensorflow']
 
 
 def test_first_run_waits_until_the_global_step_is_reached(caplog):
