@@ -2,6 +2,7 @@
 
 import collections
 import gc
+import threading
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -243,3 +244,26 @@ def test_runs_leave_no_garbage_cycles(sess):
     assert gc.collect() < 20  # per-run cycles would be 200 or more
   finally:
     gc.enable()
+
+
+def test_a_stop_request_ends_a_fused_loop_at_the_next_step_boundary(sess):
+  global_step = tf.Variable(0, dtype=tf.int64)
+  weights = tf.Variable(tf.ones((400, 400)))
+
+  def slow_step():  # some milliseconds a step
+    weights.assign(tf.linalg.normalize(tf.matmul(weights, weights))[0])
+    global_step.assign_add(1)
+
+  _, after, steps = sess.run_fused(tfmon.train.op(slow_step), 1, 5, 2**62, global_step)
+  assert (after, steps) == (5, 5)
+  stopper = threading.Timer(0.3, sess.request_stop_at_step_boundary)
+  stopper.start()
+  _, after, steps = sess.run_fused(tfmon.train.op(slow_step), 1, 100_000, 2**62,
+                                   global_step)
+  stopper.join()
+  assert sess.stop_requested
+  assert 0 < steps < 100_000 and after == 5 + steps
+  # Once requested, a run ends after its first step.
+  _, after, steps = sess.run_fused(tfmon.train.op(slow_step), 1, 50, 2**62,
+                                   global_step)
+  assert steps == 1

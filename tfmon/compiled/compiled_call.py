@@ -185,10 +185,15 @@ class CompiledCall:
     feed_keys: The feed keys of the family's calls.
     summaries: The RecordSummaries leaf of the first call, or None.
     global_step: The global step variable the calls count or read, or None.
+    stop_flag: For a fused family, a bool variable: once true, the loop ends
+      after the step it is running.
   """
 
-  def __init__(self, steps, loop_count, feed_keys, summaries, global_step):
+  def __init__(self, steps, loop_count, feed_keys, summaries, global_step,
+               stop_flag=None):
     self._steps = steps
+    # A bool variable that ends a fused loop after its current step when true.
+    self._stop_flag = stop_flag
     self._loop_count = loop_count
     self._feed_keys = feed_keys
     self._writer = summaries.writer if summaries else None
@@ -258,8 +263,6 @@ class CompiledCall:
     else:
       tensors = []
       signature = ()
-    for position in plan.scalar_positions:
-      _write_scalar(flat_fetches[position])
     summaries = None
     if self._writer is not None:
       summaries = flat_fetches[plan.summaries_position]
@@ -467,6 +470,8 @@ class CompiledCall:
       checks = []
       if increment is None:
         checks.append(global_step_value() < target)
+      if self._stop_flag is not None:
+        checks.append(tf.logical_not(self._stop_flag.read_value()))
       for position, predicate in stop_positions:
         holds = predicate(carried[position])
         checks.append(tf.logical_not(
@@ -518,11 +523,6 @@ class CompiledCall:
     return outputs
 
 
-def _write_scalar(leaf):
-  with leaf.writer.as_default(step=leaf.step):
-    tf.summary.scalar(leaf.tag, leaf.value)
-
-
 def _pack(structure, flat_results):
   """tf.nest.pack_sequence_as for the nests fetches are made of, on the hot path.
 
@@ -571,6 +571,21 @@ class CallCompiler:
     self._families = {}  # family key -> CompiledCall
     self._step_graphs = {}  # (step key, summary writer id) -> StepGraph
     self._step_objects = collections.defaultdict(set)  # name -> leaf keys traced
+    self._stop = None  # the fused loops' stop flag, made with the first of them
+
+  def _stop_flag(self):
+    if self._stop is None:
+      with tf.init_scope():
+        self._stop = tf.Variable(False, trainable=False, name='tfmon_stop_flag')
+    return self._stop
+
+  def request_stop_at_step_boundary(self):
+    """Ends a running fused loop after its current step, and any later one at once.
+
+    Safe to call from another thread while a run is in progress: the loop
+    reads the flag before each step.
+    """
+    self._stop_flag().assign(True)
 
   @property
   def functions_built(self):
@@ -670,7 +685,8 @@ class CallCompiler:
                for k, fn in zip(plan.step_keys, plan.steps)]
       _check_feeds(steps, plan.feed_keys)
       family = CompiledCall(steps, plan.loop_step_count, plan.feed_keys, summaries,
-                            global_step)
+                            global_step,
+                            None if plan.loop_step_count is None else self._stop_flag())
       self._families[key] = family
     return family
 

@@ -3,8 +3,8 @@
 A `run(fetches, feed_dict)` call is flattened into leaves. Each leaf is one of:
 a step function (any callable), `op(fn)`, a variable, a name, a plain value
 (tensor, numpy or Python number), None, or one of the requests hooks make
-through the session: `RecordSummaries` (SummarySaverHook), `StopIf`
-(NanTensorHook) and `WriteScalar`. A leaf's kind depends only on its Python
+through the session: `RecordSummaries` (SummarySaverHook) and `StopIf`
+(NanTensorHook). A leaf's kind depends only on its Python
 type, so classifying a leaf on the hot path is one dict lookup.
 """
 
@@ -17,8 +17,7 @@ import tensorflow as tf
 
 
 # Leaf kinds, cached per Python type.
-(NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, WRITE_SCALAR,
- INVALID) = range(10)
+(NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, INVALID) = range(9)
 
 # Layout codes for leaves that are not outputs of the compiled call.
 LAYOUT_NONE = -1
@@ -106,31 +105,8 @@ class StopIf:
     self.predicate = predicate
 
 
-class WriteScalar:
-  """Fetch: write the scalar `value` as summary `tag` at `step` into `writer`.
-
-  For values a hook computes in Python after a run (StepCounterHook's
-  `global_step/sec`): fetched in its next run, the write is part of that run's
-  compiled call instead of a TensorFlow call of its own. The leaf's result is None.
-
-  Args:
-    writer: A `tf.summary.SummaryWriter`.
-    tag: The summary tag.
-    value: A Python number.
-    step: The step to stamp it with.
-  """
-
-  __slots__ = ('writer', 'tag', 'value', 'step')
-
-  def __init__(self, writer, tag, value, step):
-    self.writer = writer
-    self.tag = tag
-    self.value = value
-    self.step = step
-
-
 _kind_by_type = {type(None): NONE, str: NAME, StepOp: OP, RecordSummaries: SUMMARIES,
-                 StopIf: STOP_IF, WriteScalar: WRITE_SCALAR}
+                 StopIf: STOP_IF}
 
 
 # Every type met as a fetch leaf so far (a live view: it grows with leaf_kind).
@@ -176,8 +152,6 @@ def leaf_key(leaf):
     return (kind, id(leaf.writer), id(leaf.global_step))
   if kind == STOP_IF:
     return (kind, leaf.name, leaf.predicate)
-  if kind == WRITE_SCALAR:  # the value and step are inputs of the call
-    return (kind, id(leaf.writer), leaf.tag)
   if kind == STEP:
     try:
       hash(leaf)
@@ -271,7 +245,6 @@ class FetchPlan:
     self.returning = []   # indices of steps whose results are fetched
     self.summaries = None  # the RecordSummaries leaf of the call, if any
     self.summaries_position = None
-    self.scalar_positions = []  # positions of WriteScalar leaves
     self.layout = []
     for position, leaf in enumerate(flat_fetches):
       kind = leaf_kind(leaf)
@@ -283,9 +256,6 @@ class FetchPlan:
               'Two summary writers asked to record the same call; a call records '
               'into one writer. Give SummarySaverHooks the same output_dir.')
         self.summaries, self.summaries_position = leaf, position
-        self.layout.append(LAYOUT_NONE)
-      elif kind == WRITE_SCALAR:
-        self.scalar_positions.append(position)
         self.layout.append(LAYOUT_NONE)
       elif kind == VALUE:
         if tf.is_symbolic_tensor(leaf):

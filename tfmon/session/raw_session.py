@@ -25,6 +25,8 @@ class RawSession:
   def __init__(self):
     self._compiler = CallCompiler()
     self._closed = False
+    # Whether request_stop_at_step_boundary was called (a signal, say).
+    self.stop_requested = False
     # Compiled calls made so far: a session counting the global step (see
     # run_counting) learns from it that calls it did not make ran in between.
     self.calls_run = 0
@@ -38,6 +40,12 @@ class RawSession:
   def step_traces(self):
     """How many times step functions' Python bodies have been traced."""
     return self._compiler.step_traces
+
+  def request_stop_at_step_boundary(self):
+    """Makes a fused run in progress end after its current step, and later ones
+    after their first: what a graceful stop on a signal needs. Thread-safe."""
+    self.stop_requested = True
+    self._compiler.request_stop_at_step_boundary()
 
   def set_jit_compile(self, jit_compile):
     """Compiles the step functions of calls traced from now on with XLA."""
