@@ -99,18 +99,19 @@ class HookedSession(WrappedSession):
       # Hooks need not read it again (each separate TensorFlow call right after
       # a run costs ~0.4 ms on a 2-core machine).
       run_context.global_step_after = global_step_after
-    for hook in hooks:
-      if schedule is not None:
-        run_context.steps_run = schedule.steps_run(hook, steps)
-      index = result_index.get(hook)
-      hook.after_run(
-          run_context,
-          SessionRunValues(
-              results=None if index is None else outputs[index],
-              options=options,
-              run_metadata=run_metadata))
+    missed = None
     if schedule is not None:
-      schedule.after_run(global_step_after, steps, hooks)
+      run_context.steps_run = steps
+      missed = schedule.missed or None  # hooks that missed runs: rare
+    no_results = SessionRunValues(None, options, run_metadata)  # immutable, shared
+    for hook in hooks:
+      if missed is not None:
+        run_context.steps_run = steps + missed.get(hook, 0)
+      index = result_index.get(hook)
+      hook.after_run(run_context, no_results if index is None else SessionRunValues(
+          outputs[index], options, run_metadata))
+    if schedule is not None:
+      schedule.after_run(global_step_after, steps)
     self._should_stop = self._should_stop or run_context.stop_requested
     return outputs[0]
 
@@ -159,9 +160,13 @@ class HookedSession(WrappedSession):
   def _call_hook_before_run(self, run_context, hooks, steps, all_fetches,
                             result_index, user_feed_dict, options):
     hook_feeds = {}
+    missed = None
+    if self._schedule is not None:
+      run_context.steps_run = steps
+      missed = self._schedule.missed or None  # hooks that missed runs: rare
     for hook in hooks:
-      if self._schedule is not None:
-        run_context.steps_run = self._schedule.steps_run(hook, steps)
+      if missed is not None:
+        run_context.steps_run = steps + missed.get(hook, 0)
       request = hook.before_run(run_context)
       if request is None:
         continue

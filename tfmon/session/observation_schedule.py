@@ -51,12 +51,21 @@ class ObservationSchedule:
     # included: the session then compiles one function, not two.
     self.fuses = steps_per_loop > 1 and not self._single_steps
     self._bounding = [h for h in hooks if hasattr(h, 'steps_until_observed')]
+    # Hooks that see every run but also end fused runs at their own steps: asked
+    # again after every run. The others that declare a step are skipped until it.
+    self._rebounding = [h for h in self._bounding if h in self._every_run_set]
+    self._skippable = [h for h in self._bounding if h not in self._every_run_set]
     self._due = {}  # hook -> global step it must observe next (inf: never)
     self._next_due = None  # the earliest due step; None until the first plan
     self.value = None  # the global step value after the last run
     self.hooks_due = False  # whether the run planned last is a hook's due run
     self._steps_total = 0
-    self._last_seen = {h: 0 for h in hooks}  # hook -> self._steps_total it last saw
+    # Skippable hook -> self._steps_total when it last saw a run.
+    self._last_seen = dict.fromkeys(self._skippable, 0)
+    # For the run planned last: skippable hook due in it -> the steps it missed
+    # since it last saw a run. `run_context.steps_run` is the run's steps plus
+    # this (every-run hooks missed none).
+    self.missed = {}
 
   def plan(self, fetches_are_fusible):
     """Returns `(steps, hooks)` for the next run: its step budget and observers."""
@@ -71,31 +80,30 @@ class ObservationSchedule:
       steps = int(max(1, min(self._steps_per_loop, self._next_due - self.value)))
     self.hooks_due = self.value + steps >= self._next_due
     if not self.hooks_due:
+      if self.missed:
+        self.missed = {}
       return steps, self._every_run
     end = self.value + steps
+    self.missed = {h: self._steps_total - self._last_seen[h]
+                   for h in self._skippable if self._due[h] <= end}
     return steps, [h for h in self._hooks if h in self._every_run_set or
-                   self._due.get(h, math.inf) <= end]
+                   h in self.missed]
 
   @property
   def target(self):
     """The global step at which the next run must end (a hook's due step)."""
     return self._next_due
 
-  def steps_run(self, hook, steps_this_run):
-    """What `run_context.steps_run` is for `hook` in a run of `steps_this_run`."""
-    return self._steps_total + steps_this_run - self._last_seen[hook]
-
-  def after_run(self, global_step_value, steps_run, observers):
-    """Records the run: the global step it reached and the hooks that saw it."""
+  def after_run(self, global_step_value, steps_run):
+    """Records the run planned last: the global step it reached and its steps."""
     self.value = global_step_value
     self._steps_total += steps_run
-    rescheduled = False
-    for hook in observers:
+    for hook in self.missed:
       self._last_seen[hook] = self._steps_total
-      if hook in self._due:
-        self._reschedule(hook)
-        rescheduled = True
-    if rescheduled:
+      self._reschedule(hook)
+    for hook in self._rebounding:
+      self._reschedule(hook)
+    if self.missed or self._rebounding:
       self._next_due = min(self._due.values(), default=math.inf)
 
   def _reschedule(self, hook):
