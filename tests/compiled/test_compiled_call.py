@@ -267,3 +267,26 @@ def test_a_stop_request_ends_a_fused_loop_at_the_next_step_boundary(sess):
   _, after, steps = sess.run_fused(tfmon.train.op(slow_step), 1, 50, 2**62,
                                    global_step)
   assert steps == 1
+
+
+def test_variables_a_step_creates_are_reported_before_it_first_runs(sess):
+  # A TF1-style step creates its variables in its first trace; a listener
+  # (the session's default checkpoint) can restore them before they train.
+  def step():
+    weights = tf.compat.v1.get_variable(
+        'reported/weights', [3], initializer=tf.compat.v1.ones_initializer())
+    weights.assign_add(tf.ones([3]))
+    return {'sum': tf.reduce_sum(weights)}
+
+  reported = []
+
+  def restore(variables):
+    reported.extend(v.name for v in variables)
+    for variable in variables:
+      variable.assign(tf.fill(variable.shape, 10.0))
+
+  sess.add_variable_listener(restore)
+  assert sess.run(step)['sum'] == 33.0  # restored to 10, then one step
+  assert sess.run([step, 'sum'])[1] == 36.0
+  assert reported == ['reported/weights:0']  # once, though two functions were built
+  assert [v.name for v in sess.step_variables] == ['reported/weights:0']

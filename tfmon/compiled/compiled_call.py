@@ -187,11 +187,15 @@ class CompiledCall:
     global_step: The global step variable the calls count or read, or None.
     stop_flag: For a fused family, a bool variable: once true, the loop ends
       after the step it is running.
+    on_variables: Called with the family's traced step graphs after they are
+      traced and before the function calling them first runs.
   """
 
   def __init__(self, steps, loop_count, feed_keys, summaries, global_step,
-               stop_flag=None):
+               stop_flag=None, on_variables=None):
     self._steps = steps
+    # Called with the variables of the step graphs before a new function runs.
+    self._on_variables = on_variables or (lambda traces: None)
     # A bool variable that ends a fused loop after its current step when true.
     self._stop_flag = stop_flag
     self._loop_count = loop_count
@@ -320,6 +324,7 @@ class CompiledCall:
                          names) for step in self._steps]
 
     traces = trace_steps()
+    self._on_variables(traces)
     sources = self._name_sources(traces)
     if any(source is None for source in sources.values()):
       # Names the steps do not return: tensor names in their graphs.
@@ -572,6 +577,35 @@ class CallCompiler:
     self._step_graphs = {}  # (step key, summary writer id) -> StepGraph
     self._step_objects = collections.defaultdict(set)  # name -> leaf keys traced
     self._stop = None  # the fused loops' stop flag, made with the first of them
+    self._variables = {}  # id -> every variable a traced step reads or writes
+    self._variable_listeners = []
+
+  def add_variable_listener(self, listener):
+    """Calls `listener(variables)` with the variables step functions use.
+
+    At once with those known, then with the new ones of each trace, before the
+    traced step first runs: variables a TF1-style step creates in its first
+    trace can be restored from a checkpoint before they are trained.
+    """
+    self._variable_listeners.append(listener)
+    if self._variables:
+      listener(list(self._variables.values()))
+
+  @property
+  def step_variables(self):
+    """The variables traced step functions read or write, in the order met."""
+    return list(self._variables.values())
+
+  def _report_variables(self, traces):
+    new = []
+    for trace in traces:
+      for variable in trace.graph.variables:
+        if id(variable) not in self._variables:
+          self._variables[id(variable)] = variable
+          new.append(variable)
+    if new:
+      for listener in self._variable_listeners:
+        listener(new)
 
   def _stop_flag(self):
     if self._stop is None:
@@ -686,7 +720,8 @@ class CallCompiler:
       _check_feeds(steps, plan.feed_keys)
       family = CompiledCall(steps, plan.loop_step_count, plan.feed_keys, summaries,
                             global_step,
-                            None if plan.loop_step_count is None else self._stop_flag())
+                            None if plan.loop_step_count is None else self._stop_flag(),
+                            self._report_variables)
       self._families[key] = family
     return family
 

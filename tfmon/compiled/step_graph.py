@@ -20,6 +20,7 @@ the graph tensors named in `names` that exist in its graph: tensor names live in
 the traced graph, so a name first asked for after the trace retraces it once.
 """
 
+import contextlib
 import inspect
 import numbers
 
@@ -137,11 +138,16 @@ class StepGraph:
     """The traced body: the step under the summary writer, then its outputs."""
     self.traces += 1
     keys, names = self._tracing
-    if self._writer is not None:
-      record, stamp, inputs = inputs[0], inputs[1], inputs[2:]
-      with self._writer.as_default(step=stamp), tf.summary.record_if(record):
-        result = self._call(**dict(zip(keys, inputs)))
-    else:
+    with contextlib.ExitStack() as scope:
+      # TF1 built a step's graph once: a later trace (TensorFlow's own second
+      # one after a trace that creates variables, a new feed shape, a newly
+      # fetched name) gets the variables tf.compat.v1.get_variable made.
+      scope.enter_context(tf.compat.v1.variable_scope(
+          tf.compat.v1.get_variable_scope(), reuse=tf.compat.v1.AUTO_REUSE))
+      if self._writer is not None:
+        record, stamp, inputs = inputs[0], inputs[1], inputs[2:]
+        scope.enter_context(self._writer.as_default(step=stamp))
+        scope.enter_context(tf.summary.record_if(record))
       result = self._call(**dict(zip(keys, inputs)))
     result = tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
     graph = tf.compat.v1.get_default_graph()

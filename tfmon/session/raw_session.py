@@ -41,6 +41,16 @@ class RawSession:
     """How many times step functions' Python bodies have been traced."""
     return self._compiler.step_traces
 
+  @property
+  def step_variables(self):
+    """The variables the step functions traced so far read or write."""
+    return self._compiler.step_variables
+
+  def add_variable_listener(self, listener):
+    """Calls `listener(variables)` with the variables step functions use: those
+    known now, then the new ones of each trace, before the traced step runs."""
+    self._compiler.add_variable_listener(listener)
+
   def request_stop_at_step_boundary(self):
     """Makes a fused run in progress end after its current step, and later ones
     after their first: what a graceful stop on a signal needs. Thread-safe."""
