@@ -87,6 +87,11 @@ class CheckpointSaverHook(SessionRunHook):
           keep_checkpoint_every_n_hours=self._keep_checkpoint_every_n_hours)
     return self._writer
 
+  @property
+  def last_checkpoint(self):
+    """The path of the latest checkpoint in the directory, or None."""
+    return None if self._writer is None else self._writer.manager.latest_checkpoint
+
   def after_create_session(self, session, coord):
     global_step = int(session.run(self._global_step_tensor))
     if self._checkpoint_writer().latest_step_saved() != global_step:

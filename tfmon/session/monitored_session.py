@@ -9,11 +9,16 @@ stack below it through `_CoordinatedSessionCreator` and never sees the hooks.
 import contextlib
 import inspect
 import os
+import signal
 
+from tfmon import tf_logging as logging
 import tensorflow as tf
+
+from tfmon import training_util
 
 from tfmon.hook_api import SessionRunHook
 from tfmon.hooks import tf_builtins
+from tfmon.session import graceful_stop
 from tfmon.session.coordinated_session import CoordinatedSession
 from tfmon.session.hooked_session import HookedSession
 from tfmon.session.raw_session import RawSession
@@ -148,7 +153,11 @@ class _MonitoredSession:
 
   def __init__(self, session_creator, hooks, should_recover,
                stop_grace_period_secs=120, steps_per_loop=1, jit_compile=None,
-               strategy=None, profile_dir=''):
+               strategy=None, profile_dir='',
+               graceful_stop_signals=graceful_stop.DEFAULT_SIGNALS):
+    self._sess = None
+    self._graceful_stop = None
+    signals = graceful_stop.check_signals(graceful_stop_signals)
     self._hooks = check_hooks(hooks)
     strategy = _resolve_strategy(strategy)
     if jit_compile and strategy and strategy.num_replicas_in_sync > 1:
@@ -166,6 +175,20 @@ class _MonitoredSession:
       raise TypeError(
           f'session_creator must be a SessionCreator (e.g. '
           f'tfmon.train.ChiefSessionCreator()); got {session_creator!r}.')
+    # Installed before the hooks' begin: a signal during creation (a long
+    # restore) stops the session before its first step.
+    self._graceful_stop = graceful_stop.GracefulStop(
+        signals, self, _request_stop_at_step_boundary)
+    self._graceful_stop.install(watch_during_runs=steps_per_loop > 1)
+    try:
+      self._create(session_creator, should_recover, stop_grace_period_secs,
+                   steps_per_loop, jit_compile, profile_dir)
+    except BaseException:
+      self._graceful_stop.restore()
+      raise
+
+  def _create(self, session_creator, should_recover, stop_grace_period_secs,
+              steps_per_loop, jit_compile, profile_dir):
     with self._scope():
       for hook in self._hooks:
         hook.begin()
@@ -206,6 +229,8 @@ class _MonitoredSession:
     """
     if self._sess is None:
       raise RuntimeError('Run called on a closed session: create a new one.')
+    if self._graceful_stop.signal is not None:
+      self._stop_on_signal()  # raises SystemExit
     if self._strategy is None:  # no nullcontext per run: 0.4 µs
       return self._sess.run(fetches, feed_dict=feed_dict, options=options,
                             run_metadata=run_metadata)
@@ -231,27 +256,80 @@ class _MonitoredSession:
     _check_step_fn(step_fn)
     if self._sess is None:
       raise RuntimeError('run_step_fn called on a closed session: create a new one.')
+    if self._graceful_stop.signal is not None:
+      self._stop_on_signal()  # raises SystemExit
     with self._scope():
       return self._sess.run_step_fn(step_fn, self._tf_sess, None)
 
   def should_stop(self):
-    return self._sess is None or self._sess.should_stop()
+    return (self._sess is None or self._graceful_stop.signal is not None or
+            self._sess.should_stop())
+
+  def request_graceful_stop(self, signum=signal.SIGTERM):
+    """Stops as on a stop signal: after the step in flight, then exits.
+
+    What a session's own handler does (see `graceful_stop_signals`); for a
+    session created outside the main thread, call it from a handler installed
+    in the main thread. Thread-safe: a fused run in progress ends after its
+    current step.
+
+    Args:
+      signum: The signal to act as (the exit code is 128 + signum).
+    """
+    self._graceful_stop.request(signum)
+    _request_stop_at_step_boundary(self)
 
   def close(self):
+    """Runs the hooks' `end` and closes the session.
+
+    Raises:
+      SystemExit: with code 128 + signum after a stop signal (graceful stop),
+        once the session is closed.
+    """
     self._close_internal()
+    self._exit_if_signalled()
 
   def __enter__(self):
     return self
 
   def __exit__(self, exception_type, exception_value, traceback):
+    if exception_type is SystemExit and self._sess is None:
+      return False  # run() stopped on a signal and closed the session already
     if exception_type in (tf.errors.OutOfRangeError, StopIteration):
       exception_type = None
     self._close_internal(exception_type)
+    if exception_type is None:
+      self._exit_if_signalled()
     return exception_type is None  # True suppresses the exception
 
+  def _stop_on_signal(self):
+    """Closes the session after a stop signal, then raises SystemExit."""
+    self._close_internal()
+    self._exit_if_signalled()
+
+  def _exit_if_signalled(self):
+    signum = self._graceful_stop.signal
+    if signum is None:
+      return
+    global_step = training_util.get_global_step()
+    step = 'unknown' if global_step is None else int(global_step.numpy())
+    saved = [hook.last_checkpoint for hook in self._hooks
+             if getattr(hook, 'last_checkpoint', None)]
+    code = graceful_stop.exit_code(signum)
+    logging.warning(
+        'Stopped on %s at global step %s: the hooks\' end ran%s. Exiting with code '
+        '%d (128 + %s), so that a supervisor restarts the job; the next start '
+        'resumes from the latest checkpoint.', signum.name, step,
+        f'; the latest checkpoint is {saved[-1]}' if saved else
+        ' (no CheckpointSaverHook: nothing was saved)', code, signum.name)
+    raise SystemExit(code)
+
   def _close_internal(self, exception_type=None):
-    with self._scope():
-      self._close_in_scope(exception_type)
+    try:
+      with self._scope():
+        self._close_in_scope(exception_type)
+    finally:
+      self._graceful_stop.restore()
 
   def _close_in_scope(self, exception_type):
     try:
@@ -270,6 +348,14 @@ class _MonitoredSession:
 
   def _tf_sess(self):
     return self._coordinated_creator.tf_sess
+
+
+def _request_stop_at_step_boundary(session):
+  """Asks `session`'s current raw session to end a fused run in progress."""
+  creator = getattr(session, '_coordinated_creator', None)  # None while creating
+  raw = creator and creator.tf_sess
+  if raw is not None:
+    raw.request_stop_at_step_boundary()
 
 
 class MonitoredSession(_MonitoredSession):
@@ -317,20 +403,30 @@ class MonitoredSession(_MonitoredSession):
       `RunOptions` (a `trace_level`, from the caller or a hook) writes its TF2
       profile, `plugins/profile/<time>_step_<step>/` (TF2 has no step_stats to
       put in `RunMetadata`). Default: the current directory, as ProfilerHook's.
+    graceful_stop_signals: The signals that stop the session gracefully (TF2
+      only; default SIGTERM and SIGINT): the step in flight finishes, no other
+      starts, the hooks' `end` runs (CheckpointSaverHook saves that step), and
+      closing raises `SystemExit(128 + signal)`. None (or ()) opts out and
+      leaves the program's own handlers in place. Handlers are installed in
+      the main thread only, and restored on close.
 
   Raises:
     TypeError: a hook that is not a SessionRunHook, a creator of the wrong type,
-      or a `strategy` that is not a tf.distribute.Strategy.
+      a `strategy` that is not a tf.distribute.Strategy, or
+      `graceful_stop_signals` that are not signals.
     ValueError: a `steps_per_loop` that is not a positive int, a
-      ParameterServerStrategy, or a strategy other than the one in scope.
+      ParameterServerStrategy, a strategy other than the one in scope, or
+      SIGKILL/SIGSTOP in `graceful_stop_signals`.
   """
 
   def __init__(self, session_creator=None, hooks=None, stop_grace_period_secs=120,
-               steps_per_loop=1, jit_compile=None, strategy=None, profile_dir=''):
+               steps_per_loop=1, jit_compile=None, strategy=None, profile_dir='',
+               graceful_stop_signals=graceful_stop.DEFAULT_SIGNALS):
     super().__init__(session_creator, hooks, should_recover=True,
                      stop_grace_period_secs=stop_grace_period_secs,
                      steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                     strategy=strategy, profile_dir=profile_dir)
+                     strategy=strategy, profile_dir=profile_dir,
+                     graceful_stop_signals=graceful_stop_signals)
 
 
 class SingularMonitoredSession(_MonitoredSession):
@@ -345,16 +441,24 @@ class SingularMonitoredSession(_MonitoredSession):
     stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
     checkpoint_filename_with_path: Restore this checkpoint (instead of the
       latest in `checkpoint_dir`).
+    graceful_stop_signals: The signals that stop the session gracefully (TF2
+      only; default SIGTERM and SIGINT): the step in flight finishes, no other
+      starts, the hooks' `end` runs (CheckpointSaverHook saves that step), and
+      closing raises `SystemExit(128 + signal)`. None (or ()) opts out and
+      leaves the program's own handlers in place. Handlers are installed in
+      the main thread only, and restored on close.
   """
 
   def __init__(self, hooks=None, scaffold=None, master='', config=None,
                checkpoint_dir=None, stop_grace_period_secs=120,
-               checkpoint_filename_with_path=None):
+               checkpoint_filename_with_path=None,
+               graceful_stop_signals=graceful_stop.DEFAULT_SIGNALS):
     session_creator = ChiefSessionCreator(
         scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir,
         checkpoint_filename_with_path=checkpoint_filename_with_path)
     super().__init__(session_creator, hooks, should_recover=False,
-                     stop_grace_period_secs=stop_grace_period_secs)
+                     stop_grace_period_secs=stop_grace_period_secs,
+                     graceful_stop_signals=graceful_stop_signals)
 
   def raw_session(self):
     """Returns the RawSession, which runs fetches without hooks."""

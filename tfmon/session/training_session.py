@@ -3,6 +3,7 @@
 from tfmon import tf_logging as logging
 
 from tfmon import paths
+from tfmon.session import graceful_stop
 from tfmon.hooks.checkpoint import CheckpointSaverHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
 from tfmon.session.monitored_session import MonitoredSession, check_hooks
@@ -43,7 +44,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     keep_checkpoint_every_n_hours=None,
     steps_per_loop=1,
     jit_compile=None,
-    strategy=None):
+    strategy=None,
+    graceful_stop_signals=graceful_stop.DEFAULT_SIGNALS):
   """Creates a `MonitoredSession` for training, with v1's arguments and hooks.
 
   The chief restores the latest checkpoint in `checkpoint_dir` (else runs the
@@ -81,6 +83,10 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     jit_compile: Compile the step functions with XLA (TF2 only).
     strategy: The `tf.distribute.Strategy` the session works under (TF2 only;
       default: the one in scope); see MonitoredSession.
+    graceful_stop_signals: Signals that stop training gracefully (TF2 only;
+      default SIGTERM and SIGINT): the step in flight finishes, a checkpoint is
+      saved at it, the hooks' `end` runs, and closing raises
+      `SystemExit(128 + signal)`. None opts out. See MonitoredSession.
 
   Returns:
     A `MonitoredSession`.
@@ -96,6 +102,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       save_checkpoint_steps, save_checkpoint_secs, None, 600)
   paths.check_directory(checkpoint_dir, 'checkpoint_dir')
   paths.check_directory(summary_dir, 'summary_dir')
+  graceful_stop.check_signals(graceful_stop_signals)
   hooks = check_hooks(hooks, 'hooks')
   chief_only_hooks = check_hooks(chief_only_hooks, 'chief_only_hooks')
   if scaffold is not None and checkpoint is not None:
@@ -110,7 +117,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
                             steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                            strategy=strategy, profile_dir=summary_dir)
+                            strategy=strategy, profile_dir=summary_dir,
+                            graceful_stop_signals=graceful_stop_signals)
 
   all_hooks = list(chief_only_hooks)
   save_summaries = bool(save_summaries_steps or save_summaries_secs)
@@ -137,4 +145,5 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
                           stop_grace_period_secs=stop_grace_period_secs,
                           steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-                          strategy=strategy, profile_dir=summary_dir)
+                          strategy=strategy, profile_dir=summary_dir,
+                          graceful_stop_signals=graceful_stop_signals)
