@@ -17,6 +17,7 @@ graph has stayed the same between two writes (`_TracedWriteCheckpoint`).
 
 import inspect
 import os
+import re
 import sys
 
 from tfmon import tf_logging as logging
@@ -267,15 +268,6 @@ def _only_callbacks(options):
       if field != 'experimental_write_callbacks')
 
 
-def latest_checkpoint_path(checkpoint_dir=None, checkpoint_filename_with_path=None):
-  """The checkpoint to restore: the explicit path, else the latest in the directory."""
-  if checkpoint_filename_with_path:
-    return checkpoint_filename_with_path
-  if checkpoint_dir:
-    return tf.train.latest_checkpoint(checkpoint_dir)
-  return None
-
-
 def restore(checkpoint, path):
   """Restores `checkpoint` from `path`, checking that what exists now matches.
 
@@ -283,8 +275,18 @@ def restore(checkpoint, path):
   tf.train.Checkpoint does.
 
   Raises:
+    RuntimeError: naming the file, if a file of the checkpoint is damaged
+      (truncated, corrupted or missing).
     ValueError: if the checkpoint does not fit the objects to restore.
   """
+  damage = find_damage(path)
+  if damage is not None:
+    raise RuntimeError(f'Checkpoint {path} is damaged: {damage[0]}: {damage[1]}. '
+                       'Give a good checkpoint to restore.')
+  _restore_checked(checkpoint, path)
+
+
+def _restore_checked(checkpoint, path):
   logging.info('Restoring parameters from %s', path)
   try:
     status = checkpoint.restore(path)
@@ -294,6 +296,219 @@ def restore(checkpoint, path):
         f'Checkpoint {path} does not fit what this session restores: {e}. Restore '
         'into the same model and optimizer that wrote it, or point checkpoint_dir '
         'at a new directory.') from e
+
+
+# What a damaged file is renamed to: `<file>` + this (+ `-<n>` if taken). The
+# name matches no checkpoint pattern, so neither TensorFlow nor a later restore
+# takes it for a checkpoint, and the CheckpointManager never deletes it.
+DAMAGED_SUFFIX = '.damaged'
+_STATE_FILE = 'checkpoint'
+
+
+def restore_latest(checkpoint_fn, checkpoint_dir):
+  """Restores the newest good checkpoint in `checkpoint_dir`; returns its path.
+
+  Each candidate (the `checkpoint` state file's, newest first, then other
+  checkpoints found on disk, newest step first) is read whole before anything
+  is restored: TensorFlow checks every tensor's checksum as it reads. A damaged
+  one (truncated, corrupted, or with a file missing), and a state file that
+  cannot be read or names a checkpoint that does not exist, is logged naming
+  the file, and its files are renamed aside with `DAMAGED_SUFFIX`, never
+  deleted; the state file is then rewritten to name the checkpoint restored.
+
+  Args:
+    checkpoint_fn: Returns the `tf.train.Checkpoint` to restore; called only
+      when there is a checkpoint to restore (a Scaffold builds it on first use).
+    checkpoint_dir: The directory, or None.
+
+  Returns:
+    The path restored, or None if the directory holds no checkpoint (nor any
+    damaged one set aside).
+
+  Raises:
+    RuntimeError: if the directory holds checkpoints (or damaged ones set
+      aside) and none is good; the message lists what was tried. Training
+      never silently starts from scratch over them.
+    ValueError: if a good checkpoint does not fit what the session restores.
+  """
+  if not checkpoint_dir or not tf.io.gfile.isdir(checkpoint_dir):
+    return None
+  candidates, tried, state_good = _candidates(checkpoint_dir)
+  for path in candidates:
+    damage = find_damage(path)
+    if damage is None:
+      if tried or not state_good:
+        _write_state(checkpoint_dir, path, candidates)
+      _restore_checked(checkpoint_fn(), path)
+      return path
+    damaged_file, reason = damage
+    renamed = _set_aside(_checkpoint_files(path))
+    logging.error('Checkpoint %s is damaged: %s: %s. Its files are renamed aside '
+                  '(%s); trying an older checkpoint.', path, damaged_file, reason,
+                  ', '.join(renamed) or 'none found')
+    tried.append(f'{path}: {damaged_file}: {reason} (renamed to '
+                 f'{", ".join(renamed) or "nothing"})')
+  set_aside = sorted(tf.io.gfile.glob(
+      os.path.join(checkpoint_dir, '*' + DAMAGED_SUFFIX + '*')))
+  if not tried and not set_aside:
+    return None
+  raise RuntimeError(
+      f'No good checkpoint to restore in {checkpoint_dir}, which holds damaged '
+      'ones; refusing to start training from scratch over them. Tried:\n  ' +
+      '\n  '.join(tried or ['nothing new']) +
+      ('\nDamaged files set aside: ' + ', '.join(set_aside) if set_aside else '') +
+      '\nTo start from scratch, move the files out of the directory or point '
+      'checkpoint_dir at a new one; to restore a checkpoint saved elsewhere, '
+      'copy it in.')
+
+
+def _candidates(checkpoint_dir):
+  """`(prefixes to try newest first, what was set aside, whether the state
+  file was good)`."""
+  tried = []
+  state_path = os.path.join(checkpoint_dir, _STATE_FILE)
+  from_state = []
+  state_good = False
+  if tf.io.gfile.exists(state_path):
+    problem = None
+    try:
+      state = tf.train.get_checkpoint_state(checkpoint_dir)
+    except Exception as e:  # pylint: disable=broad-except
+      state, problem = None, f'{type(e).__name__}: {e}'
+    if state is None:
+      problem = problem or 'not a readable checkpoint state (text CheckpointState)'
+    else:
+      from_state = [state.model_checkpoint_path] + list(
+          reversed(state.all_model_checkpoint_paths))
+      from_state = [_absolute(checkpoint_dir, path) for path in from_state]
+      missing = [path for path in dict.fromkeys(from_state)
+                 if not tf.io.gfile.exists(path + '.index')]
+      if from_state[0] in missing:
+        problem = f'names {from_state[0]}, whose .index file does not exist'
+      from_state = [path for path in from_state if path not in missing]
+    if problem is not None:
+      renamed = _set_aside([state_path])
+      logging.error('The checkpoint state file %s is damaged: %s. It is renamed '
+                    'to %s; looking for checkpoints on disk.', state_path,
+                    problem, ', '.join(renamed))
+      tried.append(f'{state_path}: {problem} (renamed to {", ".join(renamed)})')
+      from_state = []
+    else:
+      state_good = True
+  on_disk = [path[:-len('.index')] for path in
+             tf.io.gfile.glob(os.path.join(checkpoint_dir, '*.index'))
+             if not tf.io.gfile.isdir(path)]
+  on_disk.sort(key=_step_and_mtime, reverse=True)
+  return list(dict.fromkeys(from_state + on_disk)), tried, state_good
+
+
+def _absolute(directory, path):
+  return path if os.path.isabs(path) or '://' in path else os.path.join(directory, path)
+
+
+def _step_and_mtime(prefix):
+  """Sort key: the step a `<name>-<step>` prefix names, then the index's mtime."""
+  tail = prefix.rsplit('-', 1)[-1]
+  step = int(tail) if tail.isdigit() else -1
+  try:
+    mtime = tf.io.gfile.stat(prefix + '.index').mtime_nsec
+  except tf.errors.OpError:
+    mtime = 0
+  return step, mtime
+
+
+def _checkpoint_files(prefix):
+  return sorted(tf.io.gfile.glob(prefix + '.index') +
+                tf.io.gfile.glob(prefix + '.data-*'))
+
+
+def find_damage(prefix):
+  """`(file, reason)` for the first damaged file of checkpoint `prefix`, else None.
+
+  Reads every tensor (TensorFlow checks each one's checksum), so a truncated,
+  corrupted or missing file is found before anything is restored: a restore
+  that fails part-way would leave some variables restored and others not, and
+  optimizer slots are restored only when created, after the first step.
+  """
+  index = prefix + '.index'
+  if not tf.io.gfile.exists(index):
+    return index, 'missing'
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    dtypes = reader.get_variable_to_dtype_map()
+  except Exception as e:  # pylint: disable=broad-except
+    if index not in str(e) and (not tf.io.gfile.glob(prefix + '.data-*') or
+                                '.data-' in str(e)):
+      return prefix + '.data-*', _first_line(e)
+    return index, _first_line(e)
+  data_files = sorted(tf.io.gfile.glob(prefix + '.data-*'))
+  if not data_files:
+    return prefix + '.data-*', 'no data file: missing'
+  shards = {name.rsplit('-of-', 1)[-1] for name in data_files}
+  expected = len(data_files) if len(shards) != 1 else int(shards.pop())
+  if len(data_files) != expected:
+    return prefix + '.data-*', (f'{expected} data files expected, '
+                                f'{len(data_files)} found')
+  with tf.device('CPU:0'):
+    for name, dtype in dtypes.items():
+      try:
+        tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[name],
+                             shape_and_slices=[''], dtypes=[dtype])
+      except Exception as e:  # pylint: disable=broad-except
+        return _damaged_data_file(data_files, e), (
+            f'reading {name!r}: {_first_line(e)}')
+  return None
+
+
+def _damaged_data_file(data_files, error):
+  """The data file an error reading a tensor names (one of them if unknown)."""
+  if len(data_files) == 1:
+    return data_files[0]
+  shard = re.search(r'shard (\d+)', str(error))
+  if shard and int(shard.group(1)) < len(data_files):
+    return data_files[int(shard.group(1))]
+  return ' or '.join(data_files)
+
+
+def _first_line(error):
+  message = str(error).strip().splitlines()[0] if str(error).strip() else ''
+  # Drop TensorFlow's op prefix ('{{function_node ...}} ') and suffix.
+  message = re.sub(r'^\{\{function_node [^}]*\}\}\s*', '', message)
+  return f'{type(error).__name__}: {message}'
+
+
+def _set_aside(files):
+  """Renames `files` to `<file>.damaged` (or `.damaged-<n>`); returns the new names."""
+  renamed = []
+  for path in files:
+    target = path + DAMAGED_SUFFIX
+    n = 0
+    while tf.io.gfile.exists(target):
+      n += 1
+      target = f'{path}{DAMAGED_SUFFIX}-{n}'
+    tf.io.gfile.rename(path, target)
+    renamed.append(target)
+  return renamed
+
+
+def _write_state(checkpoint_dir, latest, candidates):
+  """Rewrites the state file to name `latest` and the good-looking older ones,
+  atomically (a temporary file renamed), as TensorFlow writes it."""
+  older = [path for path in candidates
+           if path != latest and tf.io.gfile.exists(path + '.index') and
+           _step_and_mtime(path) < _step_and_mtime(latest)]
+  paths = sorted(older, key=_step_and_mtime) + [latest]
+  relative = lambda path: (os.path.basename(path) if os.path.dirname(path) ==
+                           checkpoint_dir.rstrip('/') else path)
+  text = f'model_checkpoint_path: "{relative(latest)}"\n' + ''.join(
+      f'all_model_checkpoint_paths: "{relative(path)}"\n' for path in paths)
+  state_path = os.path.join(checkpoint_dir, _STATE_FILE)
+  temp_path = state_path + '.tfmon-tmp'
+  with tf.io.gfile.GFile(temp_path, 'w') as f:
+    f.write(text)
+  tf.io.gfile.rename(temp_path, state_path, overwrite=True)
+  logging.warning('The checkpoint state file %s now names %s, the newest good '
+                  'checkpoint.', state_path, latest)
 
 
 class CheckpointWriter:

@@ -24,14 +24,17 @@ def _check_scaffold(scaffold):
 def _restore_latest(scaffold, checkpoint_dir, checkpoint_filename_with_path=None):
   """Restores the scaffold's checkpoint from the latest on disk; True if it did.
 
+  A damaged newest checkpoint is set aside and an older good one restored; a
+  directory with only damaged ones is refused (checkpointing.restore_latest).
   First checks that what it holds fits the strategy the session works under.
   """
   scaffold.require_created_in_scope()
-  path = checkpointing.latest_checkpoint_path(checkpoint_dir,
-                                              checkpoint_filename_with_path)
-  if path:
-    checkpointing.restore(scaffold.checkpoint, path)
-  return bool(path)
+  if checkpoint_filename_with_path:
+    checkpointing.restore(scaffold.checkpoint, checkpoint_filename_with_path)
+    return True
+  # The newest good checkpoint: damaged ones are set aside, with a log line.
+  return checkpointing.restore_latest(
+      lambda: scaffold.checkpoint, checkpoint_dir) is not None
 
 
 def _warn_unused(master, config):
