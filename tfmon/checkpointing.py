@@ -548,7 +548,11 @@ class CheckpointWriter:
       return self.manager.save(checkpoint_number=step)
     except Exception as e:
       if prefix not in self.manager.checkpoints:
-        _remove_partial_files(prefix)
+        try:
+          _remove_partial_files(prefix)
+        except (tf.errors.OpError, OSError) as cleanup_error:  # read-only, say
+          logging.warning('Could not remove the partial files of %s: %s', prefix,
+                          cleanup_error)
       raise RuntimeError(
           f'Saving checkpoint for step {step} into {prefix} failed: {e}. The '
           f'checkpoint state was not changed: the latest checkpoint is still '

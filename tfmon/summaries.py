@@ -1,4 +1,14 @@
-"""Summary writers, one per directory, shared by every hook (v1's SummaryWriterCache)."""
+"""Summary writers, one per directory, shared by every hook (v1's SummaryWriterCache).
+
+A summary write that fails (a full disk, a directory gone read-only) must not
+stop training: it is logged once and the writer is given up, while training
+and checkpoints go on. TensorFlow writes events to disk only when a writer
+flushes, and `writer.as_default()` flushes on exit, also inside a traced
+function, where a failure would fail the training call itself. So the writers
+made here never flush by themselves (their queue and interval are unbounded)
+and never inside a function: they flush only from Python, through `flush`,
+which catches the failure. Hooks flush after each run that records.
+"""
 
 import os
 import time
@@ -8,12 +18,19 @@ from tensorflow.core.util import event_pb2
 from tensorflow.python.ops import summary_ops_v2
 
 from tfmon import paths
+from tfmon import tf_logging as logging
 
 _writers = {}
+_failed = {}  # id(writer) -> the error that made us give it up
+_logdirs = {}  # id(writer) -> its directory, for writers made here
+_NEVER = 2**31 - 1  # a writer's max_queue and flush_millis: it never flushes itself
 
 
 def writer_for(logdir, arg_name='output_dir'):
   """Returns the `tf.summary` file writer for `logdir`, creating it once.
+
+  Its events reach the disk when `flush` is called (eagerly), never inside a
+  compiled call: see the module docstring.
 
   Raises:
     ValueError: naming `arg_name` and the path, if `logdir` is a file.
@@ -22,8 +39,54 @@ def writer_for(logdir, arg_name='output_dir'):
   writer = _writers.get(logdir)
   if writer is None:
     paths.check_directory(logdir, arg_name)
-    writer = _writers[logdir] = tf.summary.create_file_writer(logdir)
+    writer = tf.summary.create_file_writer(logdir, max_queue=_NEVER,
+                                           flush_millis=_NEVER)
+    _flush_from_python_only(writer)
+    _writers[logdir] = writer
+    _logdirs[id(writer)] = logdir
   return writer
+
+
+def _flush_from_python_only(writer):
+  """Makes `writer.flush()` a no-op while tracing and log-once when it fails."""
+  tf_flush = writer.flush
+
+  def flush():
+    if not tf.executing_eagerly() or id(writer) in _failed:
+      return  # no flush op in compiled calls (as_default's exit adds one)
+    try:
+      tf_flush()
+    except tf.errors.OpError as e:
+      _give_up(writer, e)
+
+  writer.flush = flush  # as_default's exit calls writer.flush()
+
+
+def _give_up(writer, error):
+  if id(writer) in _failed:
+    return
+  _failed[id(writer)] = error
+  where = _logdirs.get(id(writer), 'a summary writer')
+  logging.error(
+      'Writing summaries to %s failed, so no more are written there; training '
+      'and checkpoints go on. Free space or fix the directory, then restart the '
+      'job to write summaries again. The error: %s', where,
+      str(error).strip().replace('\n', ' '))
+
+
+def failed(writer):
+  """Whether writing to `writer` failed and was given up."""
+  return id(writer) in _failed
+
+
+def flush(writer):
+  """Flushes `writer`; a failure is logged once, and the writer given up."""
+  if failed(writer):
+    return
+  try:
+    writer.flush()
+  except tf.errors.OpError as e:  # a writer not made by writer_for
+    _give_up(writer, e)
 
 
 def write_session_start(writer, step):
@@ -34,11 +97,16 @@ def write_session_start(writer, step):
   resumed run writes again, and without this TensorBoard shows both. tf.summary
   has no public call for session logs; `import_event` writes a raw Event.
   """
+  if failed(writer):
+    return
   event = event_pb2.Event(step=step, wall_time=time.time(),
                           session_log=event_pb2.SessionLog(
                               status=event_pb2.SessionLog.START))
-  with writer.as_default():
-    summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
+  try:
+    with writer.as_default():
+      summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
+  except tf.errors.OpError as e:
+    _give_up(writer, e)
 
 
 def write_simple_values(writer, values, step):
@@ -50,11 +118,16 @@ def write_simple_values(writer, values, step):
   TensorBoard shows them as it shows `tf.summary.scalar`. Written eagerly,
   whatever recording condition is in scope.
   """
+  if failed(writer):
+    return
   summary = tf.compat.v1.Summary(value=[
       tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
       for tag, value in values.items()])
-  with writer.as_default(), tf.summary.record_if(True):
-    tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+  try:
+    with writer.as_default(), tf.summary.record_if(True):
+      tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+  except tf.errors.OpError as e:
+    _give_up(writer, e)
 
 
 def summary_ops(summary_op):

@@ -90,7 +90,7 @@ class SummarySaverHook(SessionRunHook):
   def before_run(self, run_context):
     # The step this run ends at: one past the last seen, or more in a fused run.
     steps = getattr(run_context, 'steps_run', 1)
-    self._request_summary = (
+    self._request_summary = not summaries.failed(self._writer) and (
         self._next_step is None or
         self._timer.should_trigger_for_step(self._next_step + steps - 1))
     # No 'global_step' fetch, unlike v1's: the session gives the value the run
@@ -109,10 +109,11 @@ class SummarySaverHook(SessionRunHook):
         run_context, self._global_step_tensor)
     if self._request_summary:
       self._timer.update_last_triggered_step(global_step)
+      summaries.flush(self._writer)  # a failure is logged once; training goes on
     self._next_step = global_step + 1
 
   def end(self, session):
-    self._writer.flush()
+    summaries.flush(self._writer)
 
 
 class StepCounterHook(SessionRunHook):
@@ -191,4 +192,4 @@ class StepCounterHook(SessionRunHook):
 
   def end(self, session):
     if self._writer is not None:
-      self._writer.flush()
+      summaries.flush(self._writer)
