@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfmon.compiled import step_increment
+from tfmon.compiled import v1_summaries
 from tfmon.compiled.fetch_plan import describe, is_variable
 
 
@@ -144,10 +145,13 @@ class StepGraph:
       # fetched name) gets the variables tf.compat.v1.get_variable made.
       scope.enter_context(tf.compat.v1.variable_scope(
           tf.compat.v1.get_variable_scope(), reuse=tf.compat.v1.AUTO_REUSE))
+      record = stamp = None
       if self._writer is not None:
         record, stamp, inputs = inputs[0], inputs[1], inputs[2:]
         scope.enter_context(self._writer.as_default(step=stamp))
         scope.enter_context(tf.summary.record_if(record))
+      # TF1's tf.compat.v1.summary calls: v1 protos, on recording steps only.
+      scope.enter_context(v1_summaries.written_on_record_steps(record, stamp))
       result = self._call(**dict(zip(keys, inputs)))
     result = tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
     graph = tf.compat.v1.get_default_graph()
