@@ -1,0 +1,474 @@
+"""Startup and short runs: wall time from process start to steps 10, 100 and 300.
+
+A session's start pays for tracing the step and for TensorFlow's first-call graph
+optimization; on a big model both take seconds, and a short run pays them every
+time it starts. Each variant runs in a fresh process (`python -m
+benchmarks.startup --worker ...`), timed from just before the parent starts it
+(imports, model building, session creation, tracing and graph optimization
+included) to the moment each milestone step is done. Variants run one at a time,
+in an order rotated every round; the table shows each variant's median.
+
+Models and duties:
+  resnet50  `keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
+            classes=10)`, batch 32 of random data, SGD. Duties: the loss logged
+            every 50 steps, a loss summary and the step rate every 100, a
+            checkpoint at the start and at step 300, a NaN check every step, an
+            evaluation on 64 held-out images every 100 steps.
+    tfmon   MonitoredTrainingSession defaults (checkpoint at creation and end,
+            summaries and step rate every 100) + LoggingTensorHook,
+            NanTensorHook, StopAtStepHook, EvaluationHook;
+    keras   Model.fit, 3 epochs of 100 steps, validation every epoch, with
+            ModelCheckpoint, TensorBoard (every 100 batches), TerminateOnNaN and a
+            logging callback;
+    tf1     TF1 graph mode, MonitoredTrainingSession with the same hooks and a
+            hand-written evaluation hook, the model from tf_keras (Keras 2, which
+            still builds in graph mode; `pip install tf-keras`, else the variant
+            is skipped).
+  cifar10   TensorFlow's CIFAR-10 tutorial (cifar10.inference, tf.nn ops, batch
+            128 of 24x24 crops, weight decay, activation histograms) with its
+            cifar10_train.py duties: MonitoredTrainingSession defaults, its
+            `_LoggerHook` (a v1 hook fetching the loss every run, logging every
+            10), StopAtStepHook and NanTensorHook. Variants tfmon and tf1.
+
+  python -m benchmarks.startup [--model resnet50|cifar10|both] [--rounds N]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MILESTONES = (10, 100, 300)
+VARIANTS = {'resnet50': ('tfmon', 'keras', 'tf1'), 'cifar10': ('tfmon', 'tf1')}
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Unavailable(Exception):
+  """A variant that cannot run on this machine; says why."""
+
+
+def _report(step):
+  """Prints a milestone for the parent: the step and the wall clock."""
+  print(json.dumps({'step': int(step), 'time': time.time()}), flush=True)
+
+
+# --- Data and models, shared by the variants. ---
+
+
+def _resnet_data(tf, np):
+  rng = np.random.default_rng(0)
+  train = (rng.normal(size=(32, 32, 32, 3)).astype(np.float32),
+           rng.integers(0, 10, size=(32,)).astype(np.int32))
+  held_out = (rng.normal(size=(64, 32, 32, 3)).astype(np.float32),
+              rng.integers(0, 10, size=(64,)).astype(np.int32))
+  return tf.data.Dataset.from_tensors(train).repeat(), held_out
+
+
+def _cifar_data(tf, np):
+  rng = np.random.default_rng(0)
+  batch = (rng.normal(size=(128, 24, 24, 3)).astype(np.float32),
+           rng.integers(0, 10, size=(128,)).astype(np.int32))
+  return tf.data.Dataset.from_tensors(batch).repeat()
+
+
+class _CifarTutorialModel:
+  """cifar10.inference and cifar10.loss from TensorFlow's tutorial, in tf.nn ops.
+
+  Variables are made once, up front, with `make_variable(name, shape,
+  initializer)`: tf.compat.v1.get_variable in graph mode, tf.Variable eagerly.
+  """
+
+  def __init__(self, tf, make_variable):
+    self._tf = tf
+    self.weight_decays = []
+
+    def weight(name, shape, stddev, wd):
+      var = make_variable(name, shape, tf.compat.v1.truncated_normal_initializer(
+          stddev=stddev))
+      if wd:
+        self.weight_decays.append((var, wd))
+      return var
+
+    def bias(name, shape, value):
+      return make_variable(name, shape, tf.compat.v1.constant_initializer(value))
+
+    self.conv1 = (weight('conv1/weights', [5, 5, 3, 64], 5e-2, 0.0),
+                  bias('conv1/biases', [64], 0.0))
+    self.conv2 = (weight('conv2/weights', [5, 5, 64, 64], 5e-2, 0.0),
+                  bias('conv2/biases', [64], 0.1))
+    dim = 6 * 6 * 64
+    self.local3 = (weight('local3/weights', [dim, 384], 0.04, 0.004),
+                   bias('local3/biases', [384], 0.1))
+    self.local4 = (weight('local4/weights', [384, 192], 0.04, 0.004),
+                   bias('local4/biases', [192], 0.1))
+    self.softmax = (weight('softmax_linear/weights', [192, 10], 1 / 192.0, 0.0),
+                    bias('softmax_linear/biases', [10], 0.0))
+
+  def _activation_summary(self, x, name, summary):
+    summary.histogram(name + '/activations', x)
+    summary.scalar(name + '/sparsity', self._tf.math.zero_fraction(x))
+
+  def loss(self, images, labels, summary):
+    """The tutorial's total loss; `summary` is tf.summary or tf.compat.v1.summary."""
+    tf = self._tf
+    x = tf.nn.relu(tf.nn.conv2d(images, self.conv1[0], [1, 1, 1, 1], 'SAME') +
+                   self.conv1[1], name='conv1')
+    self._activation_summary(x, 'conv1', summary)
+    x = tf.nn.max_pool2d(x, 3, 2, 'SAME', name='pool1')
+    x = tf.nn.lrn(x, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75, name='norm1')
+    x = tf.nn.relu(tf.nn.conv2d(x, self.conv2[0], [1, 1, 1, 1], 'SAME') +
+                   self.conv2[1], name='conv2')
+    self._activation_summary(x, 'conv2', summary)
+    x = tf.nn.lrn(x, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75, name='norm2')
+    x = tf.nn.max_pool2d(x, 3, 2, 'SAME', name='pool2')
+    x = tf.reshape(x, [128, -1])
+    x = tf.nn.relu(tf.matmul(x, self.local3[0]) + self.local3[1], name='local3')
+    self._activation_summary(x, 'local3', summary)
+    x = tf.nn.relu(tf.matmul(x, self.local4[0]) + self.local4[1], name='local4')
+    self._activation_summary(x, 'local4', summary)
+    logits = tf.add(tf.matmul(x, self.softmax[0]), self.softmax[1],
+                    name='softmax_linear')
+    cross_entropy = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits), name='cross_entropy')
+    decay = tf.add_n([tf.nn.l2_loss(v) * wd for v, wd in self.weight_decays])
+    total = tf.add(cross_entropy, decay, name='total_loss')
+    summary.scalar('total_loss', total)
+    return total
+
+  @property
+  def variables(self):
+    return [v for pair in (self.conv1, self.conv2, self.local3, self.local4,
+                           self.softmax) for v in pair]
+
+
+# --- The variants, each run in its own worker process. ---
+
+
+def _tfmon_resnet(directory):
+  import keras  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tfmon  # pylint: disable=g-import-not-at-top
+  global_step = tfmon.train.get_or_create_global_step()
+  model = keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
+                                      classes=10)
+  optimizer = keras.optimizers.SGD(0.01)
+  dataset, held_out = _resnet_data(tf, np)
+  batches = iter(dataset)
+
+  def train_step():
+    images, labels = next(batches)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+          labels, model(images, training=True)))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                  model.trainable_variables))
+    tf.summary.scalar('loss', loss)
+    global_step.assign_add(1)
+    return {'loss': loss}
+
+  def eval_step(images, labels):
+    return {'loss': tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+        labels, model(images, training=False)))}
+
+  hooks = [tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=50),
+           tfmon.train.NanTensorHook('loss'),
+           tfmon.train.StopAtStepHook(last_step=MILESTONES[-1]),
+           tfmon.train.EvaluationHook(
+               eval_step, tf.data.Dataset.from_tensor_slices(held_out).batch(32),
+               every_n_steps=100, at_end=False, summary_dir=directory),
+           _TfmonMilestones(tfmon)]
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=directory, checkpoint={'model': model, 'optimizer': optimizer},
+      hooks=hooks) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(train_step))
+
+
+def _TfmonMilestones(tfmon):  # pylint: disable=invalid-name
+  """A tfmon hook that reports each milestone step as the run reaching it ends."""
+
+  class Milestones(tfmon.train.SessionRunHook):
+
+    def steps_until_observed(self, global_step):
+      upcoming = [m for m in MILESTONES if m > global_step]
+      return upcoming[0] - global_step if upcoming else None
+
+    def after_run(self, run_context, run_values):
+      _report(tfmon.training_util.global_step_after_run(
+          run_context, tfmon.train.get_global_step()))
+
+  return Milestones()
+
+
+def _keras_resnet(directory):
+  import keras  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  model = keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
+                                      classes=10)
+  model.compile(optimizer=keras.optimizers.SGD(0.01),
+                loss='sparse_categorical_crossentropy')
+  dataset, held_out = _resnet_data(tf, np)
+
+  class LogAndReport(keras.callbacks.Callback):
+
+    def on_train_begin(self, logs=None):
+      self.steps = 0
+      self.last = time.time()
+
+    def on_train_batch_end(self, batch, logs=None):
+      self.steps += 1
+      if self.steps % 50 == 0:
+        logging.info('loss = %s, step = %d', logs['loss'], self.steps)
+      if self.steps % 100 == 0:
+        now = time.time()
+        logging.info('global_step/sec: %g', 100 / (now - self.last))
+        self.last = now
+      if self.steps in MILESTONES:
+        _report(self.steps)
+
+  model.fit(dataset, epochs=3, steps_per_epoch=100,
+            validation_data=tf.data.Dataset.from_tensor_slices(held_out).batch(32),
+            verbose=0, callbacks=[
+                keras.callbacks.ModelCheckpoint(
+                    os.path.join(directory, 'model.weights.h5'),
+                    save_weights_only=True, save_freq=MILESTONES[-1]),
+                keras.callbacks.TensorBoard(directory, update_freq=100),
+                keras.callbacks.TerminateOnNaN(), LogAndReport()])
+
+
+def _tf1_resnet(directory):
+  try:
+    import tf_keras  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise Unavailable('needs tf_keras (Keras 2) to build ResNet50 in graph '
+                      'mode: pip install tf-keras') from None
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  v1 = tf.compat.v1
+  v1.disable_eager_execution()
+  global_step = v1.train.get_or_create_global_step()
+  dataset, held_out = _resnet_data(tf, np)
+  images, labels = v1.data.make_one_shot_iterator(dataset).get_next()
+  model = tf_keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
+                                         classes=10)
+  loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+      labels, model(images, training=True)), name='loss')
+  v1.summary.scalar('loss', loss)
+  # Batch-norm statistics of this call (model.updates would add those of the
+  # model's own symbolic Input, a placeholder nothing feeds).
+  with tf.control_dependencies(model.get_updates_for(images)):
+    train_op = v1.train.GradientDescentOptimizer(0.01).minimize(
+        loss, global_step=global_step, var_list=model.trainable_variables)
+  eval_loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+      held_out[1], model(held_out[0], training=False)))
+
+  class EvalHook(v1.train.SessionRunHook):
+    """The hand-written evaluation hook of a TF1 job: every 100 steps."""
+
+    def __init__(self):
+      self.runs = 0
+
+    def after_run(self, run_context, run_values):
+      self.runs += 1
+      if self.runs % 100 == 0:
+        v1.logging.info('eval loss = %s', run_context.session.run(eval_loss))
+
+  hooks = [v1.train.LoggingTensorHook({'loss': loss}, every_n_iter=50),
+           v1.train.NanTensorHook(loss),
+           v1.train.StopAtStepHook(last_step=MILESTONES[-1]), EvalHook(),
+           _Tf1Milestones(v1)]
+  with v1.train.MonitoredTrainingSession(checkpoint_dir=directory,
+                                         hooks=hooks) as sess:
+    while not sess.should_stop():
+      sess.run(train_op)
+
+
+def _Tf1Milestones(v1):  # pylint: disable=invalid-name
+  """A v1 hook that reports milestones: one global step per run, counted."""
+
+  class Milestones(v1.train.SessionRunHook):
+
+    def begin(self):
+      self.runs = 0
+
+    def after_run(self, run_context, run_values):
+      self.runs += 1
+      if self.runs in MILESTONES:
+        _report(self.runs)
+
+  return Milestones()
+
+
+def _cifar10(directory, graph_mode):
+  """The CIFAR-10 tutorial's cifar10_train.py, in graph mode or ported to tfmon."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  v1 = tf.compat.v1
+  if graph_mode:
+    v1.disable_eager_execution()
+    train = v1.train
+    make_variable = lambda name, shape, init: v1.get_variable(name, shape, initializer=init)
+  else:
+    import tfmon  # pylint: disable=g-import-not-at-top
+    train = tfmon.train
+    make_variable = lambda name, shape, init: tf.Variable(init(shape), name=name)
+  global_step = train.get_or_create_global_step()
+  model = _CifarTutorialModel(tf, make_variable)
+  dataset = _cifar_data(tf, np)
+  optimizer = v1.train.GradientDescentOptimizer(0.1)
+
+  class LoggerHook(v1.train.SessionRunHook):
+    """The tutorial's _LoggerHook: asks for the loss every run, logs every 10."""
+
+    def __init__(self, loss):
+      self._loss = loss
+
+    def begin(self):
+      self._step = -1
+      self._start_time = time.time()
+
+    def before_run(self, run_context):
+      self._step += 1
+      return v1.train.SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+      if self._step % 10 == 0:
+        duration = time.time() - self._start_time
+        self._start_time = time.time()
+        v1.logging.info('step %d, loss = %.2f (%.1f examples/sec)', self._step,
+                        run_values.results, 10 * 128 / duration)
+      if self._step + 1 in MILESTONES:
+        _report(self._step + 1)
+
+  if graph_mode:
+    images, labels = v1.data.make_one_shot_iterator(dataset).get_next()
+    loss = model.loss(images, labels, v1.summary)
+    train_op = optimizer.minimize(loss, global_step=global_step)
+    fetch = train_op
+  else:
+    batches = iter(dataset)
+
+    def train_op():
+      images, labels = next(batches)
+      with tf.GradientTape() as tape:
+        total = model.loss(images, labels, tf.summary)
+      optimizer.apply_gradients(zip(tape.gradient(total, model.variables),
+                                    model.variables))
+      global_step.assign_add(1)
+      return {'loss': total}
+
+    loss = 'loss'
+    fetch = tfmon.train.op(train_op)
+  hooks = [train.StopAtStepHook(last_step=MILESTONES[-1]),
+           train.NanTensorHook(loss), LoggerHook(loss)]
+  kwargs = {} if graph_mode else {'checkpoint': {'variables': model.variables}}
+  with train.MonitoredTrainingSession(checkpoint_dir=directory, hooks=hooks,
+                                      **kwargs) as sess:
+    while not sess.should_stop():
+      sess.run(fetch)
+
+
+_WORKERS = {
+    ('resnet50', 'tfmon'): _tfmon_resnet,
+    ('resnet50', 'keras'): _keras_resnet,
+    ('resnet50', 'tf1'): _tf1_resnet,
+    ('cifar10', 'tfmon'): lambda d: _cifar10(d, graph_mode=False),
+    ('cifar10', 'tf1'): lambda d: _cifar10(d, graph_mode=True),
+}
+
+
+def _worker(model, variant, directory):
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  try:
+    _WORKERS[model, variant](directory)
+  except Unavailable as e:
+    print(json.dumps({'unavailable': str(e)}), flush=True)
+
+
+def run_variant(model, variant):
+  """Runs one variant in a fresh process; returns {milestone: seconds} or a reason."""
+  with tempfile.TemporaryDirectory() as directory:
+    start = time.time()
+    process = subprocess.run(
+        [sys.executable, '-m', 'benchmarks.startup', '--worker', variant,
+         '--model', model, '--dir', directory],
+        cwd=_REPO_ROOT, capture_output=True, text=True, check=False)
+    times, reason = {}, None
+    for line in process.stdout.splitlines():
+      if line.startswith('{'):
+        record = json.loads(line)
+        if 'unavailable' in record:
+          reason = record['unavailable']
+        else:
+          times[record['step']] = record['time'] - start
+    if reason is None and (process.returncode or set(times) != set(MILESTONES)):
+      raise RuntimeError(f'{model}/{variant} failed (exit {process.returncode}):\n'
+                         f'{process.stderr[-3000:]}')
+    return times, reason
+
+
+def measure(model, rounds):
+  """Returns {variant: [per-round {milestone: seconds}]} and skipped variants."""
+  variants = VARIANTS[model]
+  results = {v: [] for v in variants}
+  skipped = {}
+  for round_index in range(rounds):
+    order = variants[round_index % len(variants):] + variants[:round_index % len(variants)]
+    for variant in order:
+      if variant in skipped:
+        continue
+      times, reason = run_variant(model, variant)
+      if reason:
+        skipped[variant] = reason
+      else:
+        results[variant].append(times)
+  return {v: r for v, r in results.items() if r}, skipped
+
+
+def _print_table(model, rounds, results, skipped):
+  print(f'{model}: seconds from process start to step N, median of {rounds} rounds')
+  print('  variant   ' + ''.join(f'step {m:<6d}' for m in MILESTONES) +
+        f'steps/s over {MILESTONES[-1]} steps')
+  for variant, runs in results.items():
+    medians = [statistics.median(run[m] for run in runs) for m in MILESTONES]
+    print(f'  {variant:9s} ' + ''.join(f'{t:<11.1f}' for t in medians) +
+          f'{MILESTONES[-1] / medians[-1]:.2f}')
+  for variant, reason in skipped.items():
+    print(f'  {variant:9s} unavailable: {reason}')
+  if 'tfmon' in results:
+    tfmon = [statistics.median(run[m] for run in results['tfmon']) for m in MILESTONES]
+    for other in results:
+      if other != 'tfmon':
+        theirs = [statistics.median(run[m] for run in results[other])
+                  for m in MILESTONES]
+        ratios = ', '.join(f'step {m}: {t / o:.3f}'
+                           for m, t, o in zip(MILESTONES, tfmon, theirs))
+        print(f'  tfmon time / {other} time (target <= 1.0): {ratios}')
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--model', choices=['resnet50', 'cifar10', 'both'],
+                      default='both')
+  parser.add_argument('--rounds', type=int, default=3)
+  parser.add_argument('--worker', help=argparse.SUPPRESS)
+  parser.add_argument('--dir', help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.worker:
+    _worker(args.model, args.worker, args.dir)
+    return
+  models = ['resnet50', 'cifar10'] if args.model == 'both' else [args.model]
+  for model in models:
+    results, skipped = measure(model, args.rounds)
+    _print_table(model, args.rounds, results, skipped)
+
+
+if __name__ == '__main__':
+  main()
