@@ -99,7 +99,9 @@ def test_feeds_of_a_new_shape_trace_once_more_and_no_more():
   with tfmon.train.MonitoredSession(hooks=[logged]) as sess:
     for rows in (4, 4, 5, 6, 4, 7):
       sess.run(tfmon.train.op(step), feed_dict={'x': np.ones((rows, 3), np.float32)})
+    raw = sess._coordinated_creator.tf_sess  # pylint: disable=protected-access
   assert step.traces == 2  # (4, 3), then (None, 3) for any other batch size
+  assert raw.compiled_functions == 2  # and so is the compiled call
 
 
 def test_a_graph_name_asked_for_later_costs_one_more_trace():

@@ -214,6 +214,7 @@ class CompiledCall:
     self._returning = set()
     self._compiled = {}  # feed signature -> _Compiled
     self._specs = None   # the feed specs traced last, relaxed across shapes
+    self._by_specs = {}  # relaxed feed specs -> _Compiled: one per relaxation
     self.functions_built = 0
 
   def require(self, plan):
@@ -230,12 +231,12 @@ class CompiledCall:
     if not (new_variables or new_names or new_stops or new_returning):
       return None
     before = (list(self._variables), list(self._names), list(self._stop_ifs),
-              set(self._returning), dict(self._compiled))
+              set(self._returning), self._compiled, self._by_specs)
     self._variables += new_variables
     self._names += new_names
     self._stop_ifs += new_stops
     self._returning |= new_returning
-    self._compiled = {}
+    self._compiled, self._by_specs = {}, {}
     return before
 
   def built(self):
@@ -244,7 +245,7 @@ class CompiledCall:
 
   def restore(self, union):
     (self._variables, self._names, self._stop_ifs, self._returning,
-     self._compiled) = union
+     self._compiled, self._by_specs) = union
 
   def __call__(self, plan, flat_fetches, feed_dict, loop=None, value_before=None):
     """Runs one call of `plan` and returns its flat results as numpy values.
@@ -276,14 +277,16 @@ class CompiledCall:
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
     compiled = self._compiled.get(signature) or self._build(tensors, signature)
     counted = self._counted
-    if counted is not None and value_before is None:
+    layout = compiled.layout(plan, counted)
+    if value_before is None and counted is not None and (
+        compiled.global_step_index is None or _GLOBAL_STEP_BEFORE in layout):
       value_before = int(counted.numpy())  # calls we did not make moved it
     outputs = compiled.call(tensors)
     if summaries is not None and summaries.write_graph:
       with summaries.writer.as_default():
         tf.summary.graph(compiled.graph_to_write)
     results = []
-    for position, entry in enumerate(compiled.layout(plan, counted)):
+    for position, entry in enumerate(layout):
       if type(entry) is int:  # pylint: disable=unidiomatic-typecheck
         if entry >= 0:
           results.append(outputs[entry].numpy())
@@ -317,6 +320,11 @@ class CompiledCall:
       if all(spec is not None for spec in relaxed):
         specs[:nf] = relaxed
     self._specs = specs[:nf]
+    relaxed_signature = tuple((spec.dtype, tuple(spec.shape)) for spec in specs[:nf])
+    compiled = self._by_specs.get(relaxed_signature)
+    if compiled is not None:  # this shape fits the function of a relaxed one
+      self._compiled[signature] = compiled
+      return compiled
     feed_specs = dict(zip(self._feed_keys, specs[:nf]))
 
     def trace_steps(names=()):
@@ -349,7 +357,7 @@ class CompiledCall:
     global_step_index = slots.pop('global_step_after', None)
     compiled = _Compiled(concrete, slots, increment, global_step_index)
     compiled.graph_to_write = traces[0].graph if traces else concrete.graph
-    self._compiled[signature] = compiled
+    self._compiled[signature] = self._by_specs[relaxed_signature] = compiled
     return compiled
 
   def _name_sources(self, traces):
