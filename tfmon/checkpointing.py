@@ -279,6 +279,10 @@ def restore(checkpoint, path):
       (truncated, corrupted or missing).
     ValueError: if the checkpoint does not fit the objects to restore.
   """
+  if not tf.io.gfile.exists(path + '.index'):
+    raise ValueError(f'Checkpoint {path} does not exist (no {path}.index): give '
+                     'the prefix of a saved checkpoint, such as '
+                     "tf.train.latest_checkpoint(checkpoint_dir).")
   damage = find_damage(path)
   if damage is not None:
     raise RuntimeError(f'Checkpoint {path} is damaged: {damage[0]}: {damage[1]}. '

@@ -13,7 +13,12 @@ def check_directory(path, arg_name):
   """
   if path is None:
     return
+  if not isinstance(path, (str, bytes, os.PathLike)):
+    raise TypeError(f'{arg_name}={path!r} of type {type(path).__name__} is not a '
+                    'path: give a directory name (str or pathlib.Path).')
   path = os.fspath(path)
+  if isinstance(path, bytes):
+    path = os.fsdecode(path)
   if '://' in path:
     return
   existing = os.path.abspath(path)

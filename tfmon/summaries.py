@@ -35,10 +35,10 @@ def writer_for(logdir, arg_name='output_dir'):
   Raises:
     ValueError: naming `arg_name` and the path, if `logdir` is a file.
   """
+  paths.check_directory(logdir, arg_name)
   logdir = os.fspath(logdir)
   writer = _writers.get(logdir)
   if writer is None:
-    paths.check_directory(logdir, arg_name)
     writer = tf.summary.create_file_writer(logdir, max_queue=_NEVER,
                                            flush_millis=_NEVER)
     _flush_from_python_only(writer)

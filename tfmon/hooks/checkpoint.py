@@ -3,6 +3,7 @@
 from tfmon import tf_logging as logging
 import tensorflow as tf
 
+from tfmon import arg_checks
 from tfmon import checkpointing
 from tfmon import paths
 from tfmon import training_util
@@ -11,6 +12,22 @@ from tfmon.hooks.timing import steps_until_trigger
 
 # TensorFlow's own class: listeners written for TF1 work unchanged.
 CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
+
+
+def _check_listeners(listeners):
+  if listeners is None:
+    return []
+  if isinstance(listeners, CheckpointSaverListener) or not isinstance(
+      listeners, (list, tuple)):
+    raise TypeError(f'listeners={listeners!r} must be a list of '
+                    'CheckpointSaverListener: pass listeners=[listener].')
+  for i, listener in enumerate(listeners):
+    if not isinstance(listener, CheckpointSaverListener):
+      raise TypeError(
+          f'listeners[{i}] is {listener!r} of type {type(listener).__name__}, not '
+          'a CheckpointSaverListener (tfmon.train.CheckpointSaverListener, the same '
+          'class as tf.compat.v1.train.CheckpointSaverListener).')
+  return list(listeners)
 
 
 class CheckpointSaverHook(SessionRunHook):
@@ -54,6 +71,15 @@ class CheckpointSaverHook(SessionRunHook):
       raise ValueError('CheckpointSaverHook needs a checkpoint_dir (or a '
                        'tf.train.CheckpointManager as saver).')
     paths.check_directory(checkpoint_dir, 'checkpoint_dir')
+    arg_checks.check_count(save_steps, 'save_steps')
+    arg_checks.check_seconds(save_secs, 'save_secs')
+    arg_checks.check_count(max_to_keep, 'max_to_keep')
+    arg_checks.check_seconds(keep_checkpoint_every_n_hours,
+                             'keep_checkpoint_every_n_hours')
+    if not isinstance(checkpoint_basename, str) or not checkpoint_basename:
+      raise TypeError(f'checkpoint_basename={checkpoint_basename!r} must be a '
+                      "non-empty file name such as 'model.ckpt'.")
+    listeners = _check_listeners(listeners)
     self._saver = saver
     self._scaffold = scaffold
     self._checkpoint_dir = checkpoint_dir

@@ -3,6 +3,7 @@
 from tfmon import tf_logging as logging
 import tensorflow as tf
 
+from tfmon import arg_checks
 from tfmon import training_util
 from tfmon import summaries
 from tfmon.compiled.fetch_plan import RecordSummaries, op
@@ -61,6 +62,8 @@ class SummarySaverHook(SessionRunHook):
     if output_dir is None and summary_writer is None:
       raise ValueError('SummarySaverHook needs output_dir or summary_writer: where '
                        'should the summaries go?')
+    arg_checks.check_count(save_steps, 'save_steps')
+    arg_checks.check_seconds(save_secs, 'save_secs')
     self._summary_ops = summaries.summary_ops(summary_op)
     self._scaffold = scaffold
     self._writer = _writer(summary_writer, output_dir, 'SummarySaverHook')
@@ -138,6 +141,8 @@ class StepCounterHook(SessionRunHook):
     if (every_n_steps is None) == (every_n_secs is None):
       raise ValueError(
           'exactly one of every_n_steps and every_n_secs should be provided.')
+    arg_checks.check_count(every_n_steps, 'every_n_steps')
+    arg_checks.check_seconds(every_n_secs, 'every_n_secs')
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_steps=every_n_steps, every_secs=every_n_secs)
     self._every_n_steps = every_n_steps

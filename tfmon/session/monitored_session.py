@@ -14,6 +14,8 @@ import signal
 from tfmon import tf_logging as logging
 import tensorflow as tf
 
+from tfmon import arg_checks
+from tfmon import paths
 from tfmon import training_util
 
 from tfmon.hook_api import SessionRunHook
@@ -158,6 +160,9 @@ class _MonitoredSession:
     self._sess = None
     self._graceful_stop = None
     signals = graceful_stop.check_signals(graceful_stop_signals)
+    arg_checks.check_seconds(stop_grace_period_secs, 'stop_grace_period_secs',
+                             allow_none=False, allow_zero=True)
+    paths.check_directory(profile_dir or None, 'profile_dir')
     self._hooks = check_hooks(hooks)
     strategy = _resolve_strategy(strategy)
     if jit_compile and strategy and strategy.num_replicas_in_sync > 1:
@@ -231,6 +236,8 @@ class _MonitoredSession:
       raise RuntimeError('Run called on a closed session: create a new one.')
     if self._graceful_stop.signal is not None:
       self._stop_on_signal()  # raises SystemExit
+    if feed_dict is not None or options is not None or run_metadata is not None:
+      _check_run_args(feed_dict, options, run_metadata)
     if self._strategy is None:  # no nullcontext per run: 0.4 µs
       return self._sess.run(fetches, feed_dict=feed_dict, options=options,
                             run_metadata=run_metadata)
@@ -348,6 +355,20 @@ class _MonitoredSession:
 
   def _tf_sess(self):
     return self._coordinated_creator.tf_sess
+
+
+def _check_run_args(feed_dict, options, run_metadata):
+  if feed_dict is not None and not isinstance(feed_dict, dict):
+    raise TypeError(f'feed_dict={feed_dict!r} of type {type(feed_dict).__name__} is '
+                    "not a dict: pass {'parameter_name': value, ...}.")
+  if options is not None and not isinstance(options, tf.compat.v1.RunOptions):
+    raise TypeError(f'options={options!r} of type {type(options).__name__} is not a '
+                    'tf.compat.v1.RunOptions: pass one, or None.')
+  if run_metadata is not None and not isinstance(run_metadata,
+                                                 tf.compat.v1.RunMetadata):
+    raise TypeError(f'run_metadata={run_metadata!r} of type '
+                    f'{type(run_metadata).__name__} is not a '
+                    'tf.compat.v1.RunMetadata: pass one, or None.')
 
 
 def _request_stop_at_step_boundary(session):

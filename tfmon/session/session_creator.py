@@ -1,5 +1,7 @@
 """Session creators: build the RawSession, then restore or initialize what it runs."""
 
+import os
+
 from tfmon import tf_logging as logging
 import tensorflow as tf
 
@@ -68,8 +70,15 @@ class ChiefSessionCreator(SessionCreator):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
     paths.check_directory(checkpoint_dir, 'checkpoint_dir')
+    if checkpoint_filename_with_path is not None and not isinstance(
+        checkpoint_filename_with_path, (str, os.PathLike)):
+      raise TypeError(
+          f'checkpoint_filename_with_path={checkpoint_filename_with_path!r} of type '
+          f'{type(checkpoint_filename_with_path).__name__} is not a path: give a '
+          "checkpoint prefix such as '/train/model.ckpt-1000'.")
     self._checkpoint_dir = checkpoint_dir
-    self._checkpoint_filename_with_path = checkpoint_filename_with_path
+    self._checkpoint_filename_with_path = (
+        checkpoint_filename_with_path and os.fspath(checkpoint_filename_with_path))
     self._initialized = False
 
   def create_session(self):

@@ -2,6 +2,7 @@
 
 from tfmon import tf_logging as logging
 
+from tfmon import arg_checks
 from tfmon import paths
 from tfmon.session import graceful_stop
 from tfmon.hooks.checkpoint import CheckpointSaverHook
@@ -103,6 +104,17 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   paths.check_directory(checkpoint_dir, 'checkpoint_dir')
   paths.check_directory(summary_dir, 'summary_dir')
   graceful_stop.check_signals(graceful_stop_signals)
+  arg_checks.check_bool(is_chief, 'is_chief')
+  for name, value in (('save_checkpoint_steps', save_checkpoint_steps),
+                      ('save_summaries_steps', save_summaries_steps),
+                      ('log_step_count_steps', log_step_count_steps)):
+    arg_checks.check_count(value, name, allow_zero=True)
+  for name, value in (('save_checkpoint_secs', save_checkpoint_secs),
+                      ('save_summaries_secs', save_summaries_secs)):
+    arg_checks.check_seconds(value, name, allow_zero=True)
+  arg_checks.check_count(max_to_keep, 'max_to_keep', zero_means='keeping all')
+  arg_checks.check_seconds(keep_checkpoint_every_n_hours,
+                           'keep_checkpoint_every_n_hours')
   hooks = check_hooks(hooks, 'hooks')
   chief_only_hooks = check_hooks(chief_only_hooks, 'chief_only_hooks')
   if scaffold is not None and checkpoint is not None:
