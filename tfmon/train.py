@@ -36,3 +36,4 @@ __all__ = [
     'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
     'stop_if_no_decrease_hook', 'stop_if_no_increase_hook',
 ]
+from tfmon.hooks import KerasCallbackHook; __all__.append('KerasCallbackHook')  # pylint: disable=g-import-not-at-top

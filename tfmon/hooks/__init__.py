@@ -14,3 +14,4 @@ from tfmon.hooks.profiler import ProfilerHook
 from tfmon.hooks.stop_at_step import StopAtStepHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
 from tfmon.hooks.tensor_logging import LoggingTensorHook
+from tfmon.hooks.keras_callbacks import KerasCallbackHook
