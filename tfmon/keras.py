@@ -137,7 +137,7 @@ class HookCallback(keras.callbacks.Callback):
       raise
     self._schedule = ObservationSchedule(self._hooks, self._steps_per_execution,
                                          self._global_step)
-    self._schedule.value = int(self._global_step.numpy())
+    self._schedule.value = self._value = int(self._global_step.numpy())
     self._stop_before_first_run = self._coord.should_stop()
     model.stop_training = model.stop_training or self._stop_before_first_run
     model.train_function = _HookedTrainFunction(self, self._original)
@@ -206,9 +206,9 @@ class HookCallback(keras.callbacks.Callback):
 
   def _sync_global_step(self):
     """Assigns the counted global step to the variable, if the callback counts."""
-    if self._counting == _WE_COUNT and self._synced != self._schedule.value:
-      self._global_step.assign(self._schedule.value)
-      self._synced = self._schedule.value
+    if self._counting == _WE_COUNT and self._synced != self._value:
+      self._global_step.assign(self._value)
+      self._synced = self._value
 
   # Runs.
 
@@ -241,7 +241,7 @@ class HookCallback(keras.callbacks.Callback):
   def _run_hooked(self, hooks, steps, iterator):
     """Runs `steps` steps (one call's worth) with `hooks` observing."""
     schedule = self._schedule
-    before = schedule.value
+    before = self._value = schedule.value
     if hooks:
       self._sync_global_step()
     run_context = SessionRunContext(
@@ -265,11 +265,12 @@ class HookCallback(keras.callbacks.Callback):
             'from the dataset. Use the hook with a tfmon session instead.')
       if request.fetches is not None:
         requests.append((hook, _Request(self, hook, request.fetches, before)))
-    if steps > 1 and self._counting in (_WE_COUNT, _UNKNOWN) and self._iterations:
+    if steps > 1 and self._counting in (_WE_COUNT, _UNKNOWN) and (
+        self._iterations is not None):
       self._iterations_before = int(self._iterations.numpy())
     logs = self._execute(iterator, steps)
     after = self._global_step_after(before, steps)
-    schedule.after_run(after, steps)
+    self._value = after
     run_context.global_step_after = after
     if hooks:
       self._sync_global_step()
@@ -284,6 +285,9 @@ class HookCallback(keras.callbacks.Callback):
       run_context.steps_run = steps + (missed.get(hook, 0) if missed else 0)
       hook.after_run(run_context, SessionRunValues(results[hook], None, None)
                      if hook in results else no_results)
+    # After the hooks' after_run, as the session does: a hook's next due step
+    # may depend on what its after_run counted.
+    schedule.after_run(after, steps)
     if run_context.stop_requested or self._coord.should_stop():
       self.model.stop_training = True
     return logs
