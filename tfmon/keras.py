@@ -143,6 +143,9 @@ class HookCallback(keras.callbacks.Callback):
     model.train_function = _HookedTrainFunction(self, self._original)
     self._active = True
 
+  def on_train_batch_begin(self, batch, logs=None):
+    self._batch_begin = batch  # where this call starts in the epoch
+
   def on_epoch_end(self, epoch, logs=None):
     if self._active:
       self._sync_global_step()  # what Keras' own callbacks save is up to date
@@ -221,16 +224,28 @@ class HookCallback(keras.callbacks.Callback):
     n = self._steps_per_execution
     steps, hooks = self._schedule.plan(True)
     if steps == n:
+      if not hooks and n == 1 and self._counting == _KERAS_COUNTS:
+        # Idle: no hook to call, and Keras counts the step (the common case).
+        logs = self._call(self._original, iterator)
+        self._value = self._schedule.value + 1
+        self._schedule.after_run(self._value, 1)
+        return logs
       return self._run_hooked(hooks, n, iterator)
     # A hook is due at a step inside this call: single steps, so that each
     # hook sees exactly its step.
+    # Steps left in the epoch, when Keras knows them: a single step called past
+    # the end of the data fails in `get_next`, but the optimizer's iterations,
+    # which does not depend on the batch, is still incremented.
+    epoch_steps = (self.params or {}).get('steps')
+    if epoch_steps:
+      n = max(1, min(n, epoch_steps - getattr(self, '_batch_begin', 0)))
     logs = None
-    for i in range(n):
-      if i:
-        steps, hooks = self._schedule.plan(False)
+    for _ in range(n):
+      steps, hooks = self._schedule.plan(False)
       try:
         logs = self._run_hooked(hooks, 1, iterator)
       except (tf.errors.OutOfRangeError, StopIteration):
+        self._schedule.value = None  # read it anew (see above)
         if logs is None:
           raise
         break  # the data ran out: this call ran fewer steps; the next one ends
@@ -265,11 +280,11 @@ class HookCallback(keras.callbacks.Callback):
             'from the dataset. Use the hook with a tfmon session instead.')
       if request.fetches is not None:
         requests.append((hook, _Request(self, hook, request.fetches, before)))
-    if steps > 1 and self._counting in (_WE_COUNT, _UNKNOWN) and (
+    if steps > 1 and self._counting != _KERAS_COUNTS and (
         self._iterations is not None):
       self._iterations_before = int(self._iterations.numpy())
     logs = self._execute(iterator, steps)
-    after = self._global_step_after(before, steps)
+    after, steps = self._global_step_after(before, steps)
     self._value = after
     run_context.global_step_after = after
     if hooks:
@@ -293,23 +308,21 @@ class HookCallback(keras.callbacks.Callback):
     return logs
 
   def _global_step_after(self, before, steps):
-    """The global step after a run of `steps` steps from `before`."""
+    """`(global step after, steps run)` for a call planned as `steps` steps: a
+    call of several steps runs fewer when the data runs out (the epoch's last)."""
+    if steps > 1 and self._iterations is not None:
+      if self._counting == _KERAS_COUNTS:
+        after = int(self._global_step.numpy())
+        return after, after - before
+      steps = int(self._iterations.numpy()) - self._iterations_before
     if self._counting == _KERAS_COUNTS:
-      if steps == 1:
-        return before + 1
-      return int(self._global_step.numpy())  # fewer steps if the data ran out
-    if self._counting == _TRAINING_COUNTS:
-      return int(self._global_step.numpy())
+      return before + steps, steps
     if self._counting == _UNKNOWN:  # the first run tells who increments it
       value = int(self._global_step.numpy())
-      if value != before:
-        self._counting = _TRAINING_COUNTS
-        return value
-      self._counting = _WE_COUNT
-    if steps > 1 and self._iterations is not None:
-      # Keras counts the steps it ran; the data may have run out mid-call.
-      steps = int(self._iterations.numpy()) - self._iterations_before
-    return before + steps
+      self._counting = _TRAINING_COUNTS if value != before else _WE_COUNT
+    if self._counting == _TRAINING_COUNTS:
+      return int(self._global_step.numpy()), steps
+    return before + steps, steps
 
   def _execute(self, iterator, steps):
     """Runs one call's steps; only the last records summaries, if asked to."""
@@ -404,6 +417,9 @@ class _Request:
     self._fetches = fetches
     self._values = [None] * len(self._leaves)
     self._names = []  # (index, name)
+    self._global_step_index = []
+    self._before = global_step_before
+    self._callback = callback
     self.callables = []
     self._callable_index = []
     global_step = callback._global_step  # pylint: disable=protected-access
@@ -415,7 +431,7 @@ class _Request:
         self._names.append((i, leaf.name))
       elif kind == fetch_plan.VARIABLE:
         if leaf is global_step or _tf_variable(leaf) is global_step:
-          self._values[i] = np.int64(global_step_before)
+          self._global_step_index.append(i)  # as of the last step: results()
         else:
           self._values[i] = np.asarray(leaf.numpy())
       elif kind == fetch_plan.VALUE:
@@ -437,6 +453,16 @@ class _Request:
     self.callable_results = []
 
   def results(self, logs):
+    if self._global_step_index:
+      # Before the run's last step, as a fused session gives it: the run's
+      # start for one step, else one less than the count after the run.
+      callback = self._callback
+      value = self._before
+      if callback._value - self._before > 1 and callback._counting in (  # pylint: disable=protected-access
+          _KERAS_COUNTS, _WE_COUNT):  # pylint: disable=protected-access
+        value = callback._value - 1  # pylint: disable=protected-access
+      for i in self._global_step_index:
+        self._values[i] = np.int64(value)
     for (i, name) in self._names:
       if name not in logs:
         raise ValueError(
