@@ -1,12 +1,22 @@
 """benchmarks/crash_resume.py in small: one SIGKILL during a save of the CIFAR-10
-model's job, a restart, and bit-identical final variables (~20 s: three
-processes). The full experiment, 12 kills, is `python -m benchmarks.crash_resume`."""
+model's job, a restart, and bit-identical final variables. Three processes take
+~20 s alone and ~40 s on a loaded 2-core box, beyond the suite's budget, so it
+runs only with TFMON_SLOW_TESTS=1:
 
+  TFMON_SLOW_TESTS=1 python -m pytest tests/benchmarks/test_crash_resume.py
+
+The full experiment, 12 kills, is `python -m benchmarks.crash_resume`."""
+
+import os
 import re
+
+import pytest
 
 from benchmarks import crash_resume
 
 
+@pytest.mark.skipif(not os.environ.get('TFMON_SLOW_TESTS'),
+                    reason='slow (3 processes): set TFMON_SLOW_TESTS=1')
 def test_a_job_killed_during_a_save_resumes_to_bit_identical_variables(tmp_path):
   lines = []
   parser_args = ['--kills', '1', '--steps', '6', '--save-steps', '3',

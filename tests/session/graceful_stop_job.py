@@ -38,6 +38,7 @@ def main():
   def send_signal(step):
     if int(step) == args.signal_at_step:
       os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(0.5)  # the step in flight: time for the watcher on a busy box
     time.sleep(args.step_secs)
 
   def step():

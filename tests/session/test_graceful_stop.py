@@ -106,7 +106,7 @@ def test_a_fused_run_ends_at_the_step_the_signal_arrived_in(tmp_path):
   def signal_at_step_5(step):
     if int(step) == 5:
       os.kill(os.getpid(), signal.SIGTERM)
-      time.sleep(0.1)  # a step long enough for the watcher thread to act
+      time.sleep(0.5)  # a step long enough for the watcher thread, on a busy box
 
   def step():
     tf.py_function(signal_at_step_5, [job.global_step + 1], [])
