@@ -67,3 +67,14 @@ def test_tf_compat_v1_global_step_is_the_one_used():
   global_step = tf.compat.v1.train.get_or_create_global_step()
   assert _train(tfmon.train.StopAtStepHook(last_step=3)) == (3, 3)
   assert global_step.numpy() == 3
+
+
+@pytest.mark.parametrize('kwargs, error, message', [
+    ({'last_step': 'x'}, TypeError, r"last_step='x' of type str is not a step count"),
+    ({'num_steps': 2.5}, TypeError, r'num_steps=2.5 of type float'),
+    ({'num_steps': -1}, ValueError, r'num_steps=-1 is negative'),
+    ({'last_step': -5}, ValueError, r'last_step=-5 is negative'),
+])
+def test_a_bad_step_count_names_the_value(kwargs, error, message):
+  with pytest.raises(error, match=message):
+    tfmon.train.StopAtStepHook(**kwargs)

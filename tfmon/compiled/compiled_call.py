@@ -627,7 +627,8 @@ class CallCompiler:
     Safe to call from another thread while a run is in progress: the loop
     reads the flag before each step.
     """
-    self._stop_flag().assign(True)
+    with tf.init_scope():  # eagerly, even if called while a trace is running
+      self._stop_flag().assign(True)
 
   @property
   def functions_built(self):

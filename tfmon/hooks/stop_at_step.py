@@ -1,5 +1,7 @@
 """StopAtStepHook: stops training at a step, as v1's."""
 
+import numbers
+
 from tfmon import tf_logging as logging
 
 from tfmon import training_util
@@ -27,6 +29,15 @@ class StopAtStepHook(SessionRunHook):
       raise ValueError('One of num_steps or last_step must be specified.')
     if num_steps is not None and last_step is not None:
       raise ValueError('Only one of num_steps or last_step can be specified.')
+    for name, value in (('num_steps', num_steps), ('last_step', last_step)):
+      if value is None:
+        continue
+      if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f'StopAtStepHook {name}={value!r} of type '
+                        f'{type(value).__name__} is not a step count: pass an int.')
+      if value < 0:
+        raise ValueError(f'StopAtStepHook {name}={value!r} is negative: pass the '
+                         'number of steps to run, or the global step to stop at.')
     self._num_steps = num_steps
     self._last_step = last_step
 
