@@ -65,7 +65,9 @@ def main(argv):
   with tf.train.MonitoredTrainingSession(
       checkpoint_dir=_TRAIN_DIR.value, save_checkpoint_steps=_SAVE_STEPS.value,
       save_summaries_steps=None, log_step_count_steps=None, hooks=hooks) as sess:
-    step = 0
+    # The global step picks the batch, so a resumed run sees what an
+    # uninterrupted one would. run_step_fn runs without hooks.
+    step = sess.run_step_fn(lambda step_context: step_context.session.run(global_step))
     while not sess.should_stop():
       batch = step % len(features)
       step += 1

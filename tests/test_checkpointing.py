@@ -219,3 +219,49 @@ def test_python_state_is_saved_as_it_is_at_each_write(tmp_path):
     tf.train.Checkpoint(counter=restored).read(
         str(tmp_path / f'model.ckpt-{step}')).expect_partial()
     assert restored.count == 10 * step
+
+
+_created = []  # what the TF1-style step's get_variable returned
+
+
+def _tf1_style_job(checkpoint_dir, last_step, **kwargs):
+  """A TF1-style step: its variables exist only once it is traced."""
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    weights = tf.compat.v1.get_variable(
+        'conv1/weights', [3], initializer=tf.compat.v1.ones_initializer())
+    _created.append(weights)
+    weights.assign_add(tf.cast(tf.range(3), tf.float32))
+    global_step.assign_add(1)
+    return {'weights': tf.identity(weights)}
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(checkpoint_dir), save_checkpoint_steps=2,
+      hooks=[tfmon.train.StopAtStepHook(last_step=last_step)], **kwargs) as sess:
+    while not sess.should_stop():
+      result = sess.run(step)
+  return result['weights']
+
+
+def test_the_default_checkpoint_holds_variables_a_step_creates_and_restores_them(
+    tmp_path, caplog):
+  _tf1_style_job(tmp_path, 3)
+  saved = dict(tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path))))
+  assert 'variables/conv1.Sweights/.ATTRIBUTES/VARIABLE_VALUE' in saved
+  assert 'only the global step' not in caplog.text
+  forget_global_step()
+  # The variable lives on in this process: zero it, as a new process would
+  # start it afresh; the resumed job must restore it.
+  _created[-1].assign(tf.zeros([3]))
+  resumed = _tf1_style_job(tmp_path, 5)
+  np.testing.assert_array_equal(resumed, [1.0, 6.0, 11.0])  # 1 + 5 * range(3)
+
+
+def test_a_checkpoint_missing_a_trained_variable_is_named_in_one_warning(
+    tmp_path, caplog):
+  other = tf.Variable(1.0, name='unrelated')
+  _tf1_style_job(tmp_path, 3, checkpoint={'other': other})
+  warnings = [r.getMessage() for r in caplog.records
+              if 'does not hold' in r.getMessage()]
+  assert len(warnings) == 1 and "['conv1/weights']" in warnings[0]

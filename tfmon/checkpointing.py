@@ -19,6 +19,7 @@ import inspect
 import os
 import re
 import sys
+import weakref
 
 from tfmon import tf_logging as logging
 import tensorflow as tf
@@ -108,9 +109,135 @@ def as_checkpoint(value, arg_name='checkpoint'):
   global_step = training_util.get_global_step()
   if global_step is not None and getattr(checkpoint, 'global_step', None) is None:
     checkpoint.global_step = global_step  # v1 always saved the global step
-  if not value:
+  if value is None:
+    # v1 Saver's default: every variable the steps use, by name, added as the
+    # steps are traced (add_step_variables); restored as they are added.
+    checkpoint.variables = {}
+  elif not value:
     logging.warning(_ONLY_GLOBAL_STEP_WARNING)
   return checkpoint, manager
+
+
+def _held_variables(checkpoint):
+  """The ids of the tf.Variables `checkpoint` saves."""
+  held = set()
+  for trackable in tf.train.TrackableView(checkpoint).descendants():
+    variable = _tf_variable(trackable)
+    if variable is not None:
+      held.add(id(variable))
+  return held
+
+
+def _variable_name(variable):
+  return variable.name.split(':')[0]
+
+
+def add_step_variables(checkpoint, variables):
+  """Adds `variables` to a default checkpoint (`as_checkpoint(None)`) by name.
+
+  What TF1's Saver did by default: save every variable, keyed by its name
+  (`conv1/weights`; Keras 3 names variables by path). A checkpoint being
+  restored restores each as it is added, so variables a step creates in its
+  first trace are restored before it first runs.
+
+  Raises:
+    ValueError: if a TF1 checkpoint being restored has no variable of a
+      trainable one's name (names listed).
+  """
+  held = _held_variables(checkpoint)
+  by_name = checkpoint.variables
+  clashes, added = [], []
+  for variable in sorted(variables, key=_variable_name):
+    if id(variable) in held:
+      continue
+    name = _variable_name(variable)
+    if name in by_name:
+      clashes.append(name)
+      continue
+    by_name[name] = variable
+    added.append(variable)
+  _assign_from_tf1(checkpoint, added)
+  if clashes:
+    logging.warning(
+        'Checkpoints do not hold %s: another variable has the same name, and '
+        'the default checkpoint (as TF1\'s Saver) keys variables by name. Name '
+        "them apart (tf.Variable(..., name='...')) or pass checkpoint={...}.",
+        sorted(set(clashes)))
+
+
+def warn_missing_step_variables(checkpoint, variables, warned):
+  """Warns once (per `warned` list) naming trainable `variables` not in `checkpoint`.
+
+  Those it holds are restored from a TF1 checkpoint being restored, if any.
+  """
+  held = _held_variables(checkpoint)
+  _assign_from_tf1(checkpoint, [v for v in variables if id(v) in held])
+  missing = sorted(_variable_name(v) for v in variables
+                   if getattr(v, 'trainable', False) and id(v) not in held)
+  if missing and not warned:
+    warned.append(True)
+    logging.warning(
+        'The step trains variables that checkpoint= does not hold, so a '
+        'restarted job would train them from scratch: %s. Add the objects that '
+        'own them to checkpoint={...}, or leave checkpoint= out to save every '
+        'variable the step uses, as TF1\'s Saver did.', missing)
+
+
+# Checkpoint -> the TF1 (name-based) checkpoint it restores from: variables
+# created later (in a step's first trace) are restored as they are reported.
+_tf1_restores = weakref.WeakKeyDictionary()
+
+
+def _is_tf1_checkpoint(path):
+  return not tf.train.load_checkpoint(path).has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH')
+
+
+def _restore_tf1(checkpoint, path):
+  """Restores a TF1 Saver's name-based checkpoint into `checkpoint` by name.
+
+  Assigned here, eagerly, rather than by `tf.train.Checkpoint.restore`'s
+  name-based mode, which restores a variable created later only when it is
+  created eagerly: Keras builds optimizer variables inside a step's first trace.
+  """
+  _tf1_restores[checkpoint] = (path, tf.train.load_checkpoint(path))
+  variables = [_tf_variable(t) for t in tf.train.TrackableView(checkpoint).descendants()]
+  _assign_from_tf1(checkpoint, [v for v in variables if v is not None])
+
+
+def _assign_from_tf1(checkpoint, variables):
+  """Assigns `variables` of `checkpoint` their values in the TF1 checkpoint it
+  restores from, if any, by name.
+
+  TF1 saved variables by name and optimizer state of its own (slots such as
+  'w/Momentum'); a port's optimizer keeps other state (Keras' iterations and
+  learning rate). So trainable variables must all be found; others not found
+  keep their values, with a warning.
+
+  Raises:
+    ValueError: naming the trainable variables the TF1 checkpoint lacks, and
+      what it holds.
+  """
+  restoring = _tf1_restores.get(checkpoint)
+  if restoring is None:
+    return
+  path, reader = restoring
+  missing, kept = [], []
+  for variable in variables:
+    name = _variable_name(variable)
+    if reader.has_tensor(name):
+      variable.assign(reader.get_tensor(name))
+    else:
+      (missing if variable.trainable else kept).append(name)
+  if missing:
+    raise ValueError(
+        f'TF1 checkpoint {path} has no variables named {sorted(missing)}, which '
+        f'this session trains; it holds {sorted(reader.get_variable_to_shape_map())}. '
+        'Give the variables the names the TF1 graph gave them '
+        "(tf.compat.v1.get_variable('conv1/weights', ...) or "
+        "tf.Variable(..., name='conv1/weights')).")
+  if kept:
+    logging.warning('TF1 checkpoint %s does not hold %s (state TF1 did not '
+                    'save); they keep their initial values.', path, sorted(kept))
 
 
 def require_created_in_scope(checkpoint):
@@ -292,6 +419,9 @@ def restore(checkpoint, path):
 
 def _restore_checked(checkpoint, path):
   logging.info('Restoring parameters from %s', path)
+  if _is_tf1_checkpoint(path):
+    _restore_tf1(checkpoint, path)
+    return
   try:
     status = checkpoint.restore(path)
     status.assert_existing_objects_matched()

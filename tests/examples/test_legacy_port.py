@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -31,3 +32,21 @@ def test_tf1_script_and_tfmon_port_log_save_and_stop_alike(tmp_path):
   assert port_saved == tf1_saved == [0, 25, 50, 60]
   # Same data, model and learning rate: the first logged losses agree closely.
   assert port_logged[0][1] == pytest.approx(tf1_logged[0][1], abs=1e-3)
+
+
+def _train(script, train_dir, max_steps):
+  subprocess.run(
+      [sys.executable, os.path.join(_EXAMPLES, script), f'--train_dir={train_dir}',
+       f'--max_steps={max_steps}', '--save_steps=25'],
+      capture_output=True, text=True, timeout=180, check=True)
+  return tf.train.load_checkpoint(tf.train.latest_checkpoint(str(train_dir)))
+
+
+def test_the_port_continues_a_tf1_checkpoint_as_tf1_would(tmp_path):
+  _train('tf1_legacy_train.py', tmp_path / 'job', 30)
+  port = _train('tfmon_port_train.py', tmp_path / 'job', 60)  # from model.ckpt-30
+  tf1 = _train('tf1_legacy_train.py', tmp_path / 'uninterrupted', 60)
+  assert port.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == 60
+  for name in ('weights', 'bias'):
+    np.testing.assert_allclose(port.get_tensor(f'{name}/.ATTRIBUTES/VARIABLE_VALUE'),
+                               tf1.get_tensor(name), rtol=1e-5, atol=1e-6)

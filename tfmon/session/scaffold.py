@@ -95,6 +95,7 @@ class Scaffold:
     self._user_local_init_fn = local_init_fn
     checkpointing.check_checkpoint_arg(checkpoint)
     self._checkpoint_arg = checkpoint
+    self._missing_warned = []  # one warning for trained variables it misses
     self._checkpoint = None
     self._checkpoint_manager = None
 
@@ -108,6 +109,23 @@ class Scaffold:
       self._checkpoint, self._checkpoint_manager = checkpointing.as_checkpoint(
           self._checkpoint_arg)
     return self._checkpoint
+
+  def watch_step_variables(self, session):
+    """Keeps the checkpoint's variables in step with what `session`'s steps use.
+
+    With no `checkpoint`, checkpoints hold every variable the steps read or
+    write, as TF1's Saver held every variable, also those a step creates in its
+    first trace (restored before it first runs). With one, a trained variable it
+    misses is named in one warning.
+    """
+    if self._checkpoint_arg is None:
+      session.add_variable_listener(
+          lambda variables: checkpointing.add_step_variables(self.checkpoint,
+                                                             variables))
+    else:
+      session.add_variable_listener(
+          lambda variables: checkpointing.warn_missing_step_variables(
+              self.checkpoint, variables, self._missing_warned))
 
   def require_created_in_scope(self):
     """Raises ValueError if, under a tf.distribute strategy, a trainable variable

@@ -83,6 +83,7 @@ class ChiefSessionCreator(SessionCreator):
 
   def create_session(self):
     session = RawSession()
+    self._scaffold.watch_step_variables(session)
     restored = _restore_latest(self._scaffold, self._checkpoint_dir,
                                self._checkpoint_filename_with_path)
     if not restored and not self._initialized:
@@ -113,6 +114,7 @@ class WorkerSessionCreator(SessionCreator):
 
   def create_session(self):
     session = RawSession()
+    self._scaffold.watch_step_variables(session)
     _restore_latest(self._scaffold, self._checkpoint_dir)
     self._scaffold.local_initialize(session)
     return session
