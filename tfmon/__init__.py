@@ -3,5 +3,6 @@
 from tfmon import train
 from tfmon.train import *  # pylint: disable=wildcard-import
 
-__version__ = '0.1.0'
 from tfmon import keras  # tfmon.keras.HookCallback: hooks inside Keras Model.fit
+
+__version__ = '0.1.0'

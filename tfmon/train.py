@@ -7,9 +7,10 @@ from tfmon.hook_api import (SessionRunArgs, SessionRunContext, SessionRunHook,
                             SessionRunValues)
 from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener,
                          EvaluationHook, FeedFnHook, FinalOpsHook,
-                         GlobalStepWaiterHook, LoggingTensorHook,
-                         NanLossDuringTrainingError, NanTensorHook, ProfilerHook,
-                         StepCounterHook, StopAtStepHook, SummarySaverHook,
+                         GlobalStepWaiterHook, KerasCallbackHook,
+                         LoggingTensorHook, NanLossDuringTrainingError,
+                         NanTensorHook, ProfilerHook, StepCounterHook,
+                         StopAtStepHook, SummarySaverHook,
                          make_early_stopping_hook, read_eval_metrics,
                          stop_if_higher_hook, stop_if_lower_hook,
                          stop_if_no_decrease_hook, stop_if_no_increase_hook)
@@ -26,8 +27,8 @@ SecondOrStepTimer = tf.compat.v1.train.SecondOrStepTimer
 __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'ChiefSessionCreator',
     'EvaluationHook', 'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook',
-    'LoggingTensorHook', 'MonitoredSession', 'MonitoredTrainingSession',
-    'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook', 'Scaffold',
+    'KerasCallbackHook', 'LoggingTensorHook', 'MonitoredSession',
+    'MonitoredTrainingSession', 'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook', 'Scaffold',
     'SecondOrStepTimer', 'SessionCreator', 'SessionRunArgs', 'SessionRunContext',
     'SessionRunHook', 'SessionRunValues', 'SingularMonitoredSession',
     'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
@@ -36,4 +37,3 @@ __all__ = [
     'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
     'stop_if_no_decrease_hook', 'stop_if_no_increase_hook',
 ]
-from tfmon.hooks import KerasCallbackHook; __all__.append('KerasCallbackHook')  # pylint: disable=g-import-not-at-top

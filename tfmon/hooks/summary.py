@@ -150,7 +150,9 @@ class StepCounterHook(SessionRunHook):
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('StepCounterHook')
-    self._summary_tag = self._global_step_tensor.name.split(':')[0] + '/sec'
+    # Estimator's tag, whatever the variable is called (under Keras fit, the
+    # optimizer's iteration count serves as the global step).
+    self._summary_tag = 'global_step/sec'
     self._last_global_step = None
     self._seen_increase = False
     self._timer.reset()
