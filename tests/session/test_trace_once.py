@@ -101,7 +101,9 @@ def test_feeds_of_a_new_shape_trace_once_more_and_no_more():
       sess.run(tfmon.train.op(step), feed_dict={'x': np.ones((rows, 3), np.float32)})
     raw = sess._coordinated_creator.tf_sess  # pylint: disable=protected-access
   assert step.traces == 2  # (4, 3), then (None, 3) for any other batch size
-  assert raw.compiled_functions == 2  # and so is the compiled call
+  # Per feed signature, one function for the runs that log and one for those
+  # that fetch nothing: 2 x 2, however many shapes follow.
+  assert raw.compiled_functions == 4
 
 
 def test_a_graph_name_asked_for_later_costs_one_more_trace():
@@ -153,3 +155,17 @@ def test_an_unknown_name_is_the_error_itself_with_what_exists():
     assert 'in user code' not in message
     # The session is still usable, and the step was traced once.
     assert sess.run([tfmon.train.op(step), 'loss'])[1] == 1.0
+
+
+def test_runs_where_every_hook_is_idle_use_a_function_without_their_outputs():
+  # An output nobody reads still costs a small step ~10 µs: runs in which the
+  # idle hook fetches nothing use a second function, built once.
+  global_step = tfmon.train.get_or_create_global_step()
+  step = _Counted(lambda: {'loss': tf.cast(global_step.assign_add(1), tf.float32)})
+  logged = tfmon.train.LoggingTensorHook(['loss'], every_n_iter=3)
+  with tfmon.train.MonitoredSession(hooks=[logged]) as sess:
+    for _ in range(7):
+      sess.run(tfmon.train.op(step))
+    raw = sess._coordinated_creator.tf_sess  # pylint: disable=protected-access
+  assert step.traces == 1
+  assert raw.compiled_functions == 2

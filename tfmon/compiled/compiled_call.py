@@ -215,6 +215,12 @@ class CompiledCall:
     self._compiled = {}  # feed signature -> _Compiled
     self._specs = None   # the feed specs traced last, relaxed across shapes
     self._by_specs = {}  # relaxed feed specs -> _Compiled: one per relaxation
+    # Unfused calls that fetch nothing of the union (a loop whose hooks are all
+    # idle this run) use a function without its outputs: an output a call does
+    # not read still costs ~10 µs a call on a small step (BUILD_NOTES.md).
+    self._bare_plans = set()
+    self._bare = {}           # feed signature -> _Compiled, without the union
+    self._bare_by_specs = {}
     self.functions_built = 0
 
   def require(self, plan):
@@ -223,6 +229,11 @@ class CompiledCall:
     Returns:
       The union as it was, if it grew (to restore if building fails), else None.
     """
+    if self._loop_count is None and not (
+        plan.names or plan.stop_ifs or plan.returning or
+        any(v is not self._counted for v in plan.variables)):
+      self._bare_plans.add(plan)
+      return None
     new_variables = [v for v in plan.variables if v is not self._counted and
                      not any(v is u for u in self._variables)]
     new_names = [n for n in plan.names if n not in self._names]
@@ -275,7 +286,10 @@ class CompiledCall:
     if loop is not None:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
-    compiled = self._compiled.get(signature) or self._build(tensors, signature)
+    if plan in self._bare_plans:
+      compiled = self._bare.get(signature) or self._build_bare(tensors, signature)
+    else:
+      compiled = self._compiled.get(signature) or self._build(tensors, signature)
     counted = self._counted
     layout = compiled.layout(plan, counted)
     if value_before is None and counted is not None and (
@@ -309,6 +323,18 @@ class CompiledCall:
     if compiled.global_step_index is not None:
       return results, int(outputs[compiled.global_step_index])
     return results, value_before + compiled.increment
+
+  def _build_bare(self, tensors, signature):
+    """Like `_build`, for calls that fetch nothing of the union."""
+    union = (self._variables, self._names, self._stop_ifs, self._returning,
+             self._compiled, self._by_specs)
+    self._variables, self._names, self._stop_ifs, self._returning = [], [], [], set()
+    self._compiled, self._by_specs = self._bare, self._bare_by_specs
+    try:
+      return self._build(tensors, signature)
+    finally:
+      (self._variables, self._names, self._stop_ifs, self._returning,
+       self._compiled, self._by_specs) = union
 
   def _build(self, tensors, signature):
     """Traces the family's function for this feed signature (steps as need be)."""
