@@ -165,6 +165,27 @@ def add_step_variables(checkpoint, variables):
         sorted(set(clashes)))
 
 
+def watch_step_variables(session, checkpoint_fn, default, warned):
+  """Keeps a checkpoint in step with the variables `session`'s steps use.
+
+  Args:
+    session: A RawSession (anything else, e.g. under Keras fit, is left alone).
+    checkpoint_fn: Returns the `tf.train.Checkpoint` (built on first use).
+    default: Whether it is the default checkpoint (no `checkpoint=`): it then
+      gets every variable the steps use (`add_step_variables`); otherwise a
+      trained variable it misses is named in one warning.
+    warned: A list shared by a checkpoint's watchers, for that one warning.
+  """
+  add_listener = getattr(session, 'add_variable_listener', None)
+  if add_listener is None:
+    return
+  if default:
+    add_listener(lambda variables: add_step_variables(checkpoint_fn(), variables))
+  else:
+    add_listener(lambda variables: warn_missing_step_variables(
+        checkpoint_fn(), variables, warned))
+
+
 def warn_missing_step_variables(checkpoint, variables, warned):
   """Warns once (per `warned` list) naming trainable `variables` not in `checkpoint`.
 

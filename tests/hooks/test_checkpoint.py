@@ -176,15 +176,27 @@ def test_a_failed_save_keeps_the_previous_checkpoint_and_says_what_failed(tmp_pa
   assert restored.global_step.numpy() == 10
 
 
-def test_only_the_global_step_is_saved_with_a_warning(tmp_path, caplog):
+def test_without_a_saver_every_variable_the_step_uses_is_saved(tmp_path, caplog):
+  # v1's hook saved all global variables through its default Saver.
   job = Job()
   hook = tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1)
   with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
     sess.run(tfmon.train.op(job.step))
-  assert 'Checkpoints will hold only the global step' in caplog.text
-  assert "checkpoint={'model': model, 'optimizer': optimizer}" in caplog.text
+  assert 'only the global step' not in caplog.text
   names = tf.train.load_checkpoint(str(tmp_path)).get_variable_to_shape_map()
   assert 'global_step/.ATTRIBUTES/VARIABLE_VALUE' in names
+  for variable in job.model.trainable_variables:
+    key = 'variables/' + variable.path.replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE'
+    assert key in names, key
+
+
+def test_an_empty_saver_saves_only_the_global_step_with_a_warning(tmp_path, caplog):
+  job = Job()
+  hook = tfmon.train.CheckpointSaverHook(str(tmp_path), save_steps=1, saver={})
+  with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+    sess.run(tfmon.train.op(job.step))
+  assert 'Checkpoints will hold only the global step' in caplog.text
+  assert "checkpoint={'model': model, 'optimizer': optimizer}" in caplog.text
 
 
 def test_bad_arguments_fail_at_construction(tmp_path):

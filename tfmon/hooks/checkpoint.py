@@ -82,6 +82,7 @@ class CheckpointSaverHook(SessionRunHook):
     listeners = _check_listeners(listeners)
     self._saver = saver
     self._scaffold = scaffold
+    self._missing_warned = []  # one warning for trained variables saver misses
     self._checkpoint_dir = checkpoint_dir
     self._checkpoint_basename = checkpoint_basename
     self._max_to_keep = max_to_keep
@@ -119,6 +120,10 @@ class CheckpointSaverHook(SessionRunHook):
     return None if self._writer is None else self._writer.manager.latest_checkpoint
 
   def after_create_session(self, session, coord):
+    if self._scaffold is None:  # a scaffold's creator watches its checkpoint
+      checkpointing.watch_step_variables(
+          session, lambda: self._checkpoint_writer().manager.checkpoint,
+          self._saver is None, self._missing_warned)
     global_step = int(session.run(self._global_step_tensor))
     if self._checkpoint_writer().latest_step_saved() != global_step:
       self._save(session, global_step)

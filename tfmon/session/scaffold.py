@@ -118,14 +118,9 @@ class Scaffold:
     first trace (restored before it first runs). With one, a trained variable it
     misses is named in one warning.
     """
-    if self._checkpoint_arg is None:
-      session.add_variable_listener(
-          lambda variables: checkpointing.add_step_variables(self.checkpoint,
-                                                             variables))
-    else:
-      session.add_variable_listener(
-          lambda variables: checkpointing.warn_missing_step_variables(
-              self.checkpoint, variables, self._missing_warned))
+    checkpointing.watch_step_variables(
+        session, lambda: self.checkpoint, self._checkpoint_arg is None,
+        self._missing_warned)
 
   def require_created_in_scope(self):
     """Raises ValueError if, under a tf.distribute strategy, a trainable variable
