@@ -51,11 +51,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfmon import tf_logging as logging
 from tfmon import training_util
 from tfmon.compiled import fetch_plan
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
 from tfmon.hooks.summary import SummarySaverHook
+from tfmon.session import hooked_session
 from tfmon.session.monitored_session import check_hooks
 from tfmon.session.observation_schedule import ObservationSchedule, declares_schedule
 from tfmon.session.raw_session import RawSession
@@ -266,13 +266,9 @@ class HookCallback(keras.callbacks.Callback):
     self._pending_record = None
     for hook in hooks:
       run_context.steps_run = steps + (missed.get(hook, 0) if missed else 0)
-      request = hook.before_run(run_context)
+      request = hooked_session.checked_run_args(hook, hook.before_run(run_context))
       if request is None:
         continue
-      if not isinstance(request, SessionRunArgs):
-        raise TypeError(
-            f'{type(hook).__name__}.before_run returned {request!r}; it must return '
-            'a SessionRunArgs or None.')
       if request.feed_dict:
         raise ValueError(
             f'{type(hook).__name__}.before_run feeds {sorted(request.feed_dict)}; '

@@ -167,13 +167,9 @@ class HookedSession(WrappedSession):
     for hook in hooks:
       if missed is not None:
         run_context.steps_run = steps + missed.get(hook, 0)
-      request = hook.before_run(run_context)
+      request = checked_run_args(hook, hook.before_run(run_context))
       if request is None:
         continue
-      if not isinstance(request, SessionRunArgs):
-        raise TypeError(
-            f'{type(hook).__name__}.before_run returned {request!r}; it must return '
-            'a SessionRunArgs or None.')
       if request.fetches is not None:
         result_index[hook] = len(all_fetches)
         all_fetches.append(request.fetches)
@@ -191,6 +187,19 @@ class HookedSession(WrappedSession):
                               'Same tensor is fed by a SessionRunHook and user.')
     hook_feeds.update(user_feed_dict)
     return hook_feeds
+
+
+def checked_run_args(hook, request):
+  """`request`, what `hook.before_run` returned, if a SessionRunArgs or None.
+
+  Raises:
+    TypeError: naming the hook and the value, for anything else.
+  """
+  if request is not None and not isinstance(request, SessionRunArgs):
+    raise TypeError(
+        f'{type(hook).__name__}.before_run returned {request!r}; it must return '
+        'a SessionRunArgs or None.')
+  return request
 
 
 def _has_step_function(leaves):
