@@ -265,3 +265,10 @@ def test_a_checkpoint_missing_a_trained_variable_is_named_in_one_warning(
   warnings = [r.getMessage() for r in caplog.records
               if 'does not hold' in r.getMessage()]
   assert len(warnings) == 1 and "['conv1/weights']" in warnings[0]
+
+
+def test_with_jit_compile_the_default_checkpoint_still_holds_the_steps_variables(
+    tmp_path):
+  _tf1_style_job(tmp_path, 2, jit_compile=True)
+  saved = dict(tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path))))
+  assert 'variables/conv1.Sweights/.ATTRIBUTES/VARIABLE_VALUE' in saved

@@ -38,3 +38,31 @@ def check_bool(value, name):
   if not isinstance(value, bool):
     raise TypeError(f'{name}={value!r} of type {type(value).__name__} must be True '
                     'or False.')
+
+
+def check_list_of(value, cls, arg_name, noun):
+  """Returns `value` (None, or an iterable of `cls` instances) as a list.
+
+  `cls` is one of tf.compat.v1.train's classes, which tfmon.train shares.
+
+  Raises:
+    TypeError: naming the item that is not a `cls`, or a single `noun` given
+      where a list is due.
+  """
+  if value is None:
+    return []
+  kind = cls.__name__
+  if isinstance(value, cls):
+    raise TypeError(f'{arg_name} must be a list of {kind}; got the single {noun} '
+                    f'{value!r}. Pass {arg_name}=[{noun}].')
+  try:
+    items = list(value)
+  except TypeError:
+    raise TypeError(f'{arg_name}={value!r} must be a list of {kind}; got {value!r} '
+                    f'of type {type(value).__name__}.') from None
+  for i, item in enumerate(items):
+    if not isinstance(item, cls):
+      raise TypeError(
+          f'{arg_name}[{i}] is {item!r} of type {type(item).__name__}, not a {kind} '
+          f'(tfmon.train.{kind}, the same class as tf.compat.v1.train.{kind}).')
+  return items

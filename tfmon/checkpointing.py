@@ -118,14 +118,15 @@ def as_checkpoint(value, arg_name='checkpoint'):
   return checkpoint, manager
 
 
+def _variables_of(checkpoint):
+  """The tf.Variables `checkpoint` saves (Keras 3 variables: the ones they wrap)."""
+  variables = map(_tf_variable, tf.train.TrackableView(checkpoint).descendants())
+  return [v for v in variables if v is not None]
+
+
 def _held_variables(checkpoint):
   """The ids of the tf.Variables `checkpoint` saves."""
-  held = set()
-  for trackable in tf.train.TrackableView(checkpoint).descendants():
-    variable = _tf_variable(trackable)
-    if variable is not None:
-      held.add(id(variable))
-  return held
+  return {id(v) for v in _variables_of(checkpoint)}
 
 
 def _variable_name(variable):
@@ -221,8 +222,7 @@ def _restore_tf1(checkpoint, path):
   created eagerly: Keras builds optimizer variables inside a step's first trace.
   """
   _tf1_restores[checkpoint] = (path, tf.train.load_checkpoint(path))
-  variables = [_tf_variable(t) for t in tf.train.TrackableView(checkpoint).descendants()]
-  _assign_from_tf1(checkpoint, [v for v in variables if v is not None])
+  _assign_from_tf1(checkpoint, _variables_of(checkpoint))
 
 
 def _assign_from_tf1(checkpoint, variables):
@@ -266,9 +266,8 @@ def require_created_in_scope(checkpoint):
   in scope did not create: replicas cannot update it, and TensorFlow
   fails at the first step with a bare AssertionError."""
   strategy = tf.distribute.get_strategy()
-  for trackable in tf.train.TrackableView(checkpoint).descendants():
-    variable = _tf_variable(trackable)
-    if (variable is not None and variable.trainable and
+  for variable in _variables_of(checkpoint):
+    if (variable.trainable and
         not strategy.extended.variable_created_in_scope(variable)):
       raise ValueError(
           f'Variable {variable.name!r} was created outside the scope of '
@@ -647,21 +646,15 @@ def _set_aside(files):
 
 
 def _write_state(checkpoint_dir, latest, candidates):
-  """Rewrites the state file to name `latest` and the good-looking older ones,
-  atomically (a temporary file renamed), as TensorFlow writes it."""
+  """Rewrites the state file to name `latest` and the good-looking older ones."""
   older = [path for path in candidates
            if path != latest and tf.io.gfile.exists(path + '.index') and
            _step_and_mtime(path) < _step_and_mtime(latest)]
   paths = sorted(older, key=_step_and_mtime) + [latest]
-  relative = lambda path: (os.path.basename(path) if os.path.dirname(path) ==
-                           checkpoint_dir.rstrip('/') else path)
-  text = f'model_checkpoint_path: "{relative(latest)}"\n' + ''.join(
-      f'all_model_checkpoint_paths: "{relative(path)}"\n' for path in paths)
+  # TensorFlow's own writer: a temporary file renamed over the state file.
+  tf.compat.v1.train.update_checkpoint_state(
+      checkpoint_dir, latest, all_model_checkpoint_paths=paths)
   state_path = os.path.join(checkpoint_dir, _STATE_FILE)
-  temp_path = state_path + '.tfmon-tmp'
-  with tf.io.gfile.GFile(temp_path, 'w') as f:
-    f.write(text)
-  tf.io.gfile.rename(temp_path, state_path, overwrite=True)
   logging.warning('The checkpoint state file %s now names %s, the newest good '
                   'checkpoint.', state_path, latest)
 

@@ -131,9 +131,9 @@ def _structured_caller(concrete):
 class _Compiled:
   """One traced function of a CompiledCall, for one feed signature."""
 
-  def __init__(self, concrete, slots, increment, global_step_index):
+  def __init__(self, concrete, slots, increment, global_step_index, graph_to_write):
     self.call = flat_caller(concrete)
-    self.graph_to_write = None
+    self.graph_to_write = graph_to_write  # what TensorBoard's Graphs tab shows
     self._slots = slots  # (VARIABLE, id) / (STEP, i) / (NAME, name) -> output entry
     # What a call adds to the global step when known (else None), and where the
     # call returns the global step after it (None if it does not).
@@ -175,6 +175,23 @@ def _zeros(spec):
   return tf.zeros(shape, spec.dtype)
 
 
+class _Functions:
+  """What a family's functions compute, and those traced for it, by feed signature.
+
+  `variables`, `names`, `stop_ifs` (name, predicate) and `returning` (indices of
+  steps whose results are fetched) are what its runs fetched; the functions are
+  kept by feed signature and by relaxed feed specs (one per relaxation).
+  """
+
+  def __init__(self, variables=(), names=(), stop_ifs=(), returning=()):
+    self.variables = list(variables)
+    self.names = list(names)
+    self.stop_ifs = list(stop_ifs)
+    self.returning = set(returning)
+    self.compiled = {}  # feed signature -> _Compiled
+    self.by_specs = {}  # relaxed feed specs -> _Compiled
+
+
 class CompiledCall:
   """The compiled function of one family of call structures (see the module doc).
 
@@ -208,55 +225,45 @@ class CompiledCall:
     # The union of what the family's calls fetched. A fused call has the
     # global step from the start: what a hook reads of it (its value before
     # the last step) costs nothing when the step adds a known constant.
-    self._variables = [] if loop_count is None else [global_step]
-    self._names = []
-    self._stop_ifs = []
-    self._returning = set()
-    self._compiled = {}  # feed signature -> _Compiled
-    self._specs = None   # the feed specs traced last, relaxed across shapes
-    self._by_specs = {}  # relaxed feed specs -> _Compiled: one per relaxation
+    self._union = _Functions([] if loop_count is None else [global_step])
     # Unfused calls that fetch nothing of the union (a loop whose hooks are all
     # idle this run) use a function without its outputs: an output a call does
     # not read still costs ~10 µs a call on a small step (BUILD_NOTES.md).
     self._bare_plans = set()
-    self._bare = {}           # feed signature -> _Compiled, without the union
-    self._bare_by_specs = {}
+    self._bare = _Functions()
+    self._specs = None   # the feed specs traced last, relaxed across shapes
     self.functions_built = 0
 
   def require(self, plan):
     """Adds what `plan` fetches to the union.
 
     Returns:
-      The union as it was, if it grew (to restore if building fails), else None.
+      The union as it was, if it grew (to `restore` if building fails), else None.
     """
     if self._loop_count is None and not (
         plan.names or plan.stop_ifs or plan.returning or
         any(v is not self._counted for v in plan.variables)):
       self._bare_plans.add(plan)
       return None
+    union = self._union
     new_variables = [v for v in plan.variables if v is not self._counted and
-                     not any(v is u for u in self._variables)]
-    new_names = [n for n in plan.names if n not in self._names]
-    new_stops = [s for s in plan.stop_ifs if s not in self._stop_ifs]
-    new_returning = set(plan.returning) - self._returning
+                     not any(v is u for u in union.variables)]
+    new_names = [n for n in plan.names if n not in union.names]
+    new_stops = [s for s in plan.stop_ifs if s not in union.stop_ifs]
+    new_returning = set(plan.returning) - union.returning
     if not (new_variables or new_names or new_stops or new_returning):
       return None
-    before = (list(self._variables), list(self._names), list(self._stop_ifs),
-              set(self._returning), self._compiled, self._by_specs)
-    self._variables += new_variables
-    self._names += new_names
-    self._stop_ifs += new_stops
-    self._returning |= new_returning
-    self._compiled, self._by_specs = {}, {}
-    return before
+    self._union = _Functions(union.variables + new_variables,
+                             union.names + new_names, union.stop_ifs + new_stops,
+                             union.returning | new_returning)
+    return union
 
   def built(self):
     """Whether a function of the current union has been built."""
-    return bool(self._compiled)
+    return bool(self._union.compiled)
 
   def restore(self, union):
-    (self._variables, self._names, self._stop_ifs, self._returning,
-     self._compiled, self._by_specs) = union
+    self._union = union
 
   def __call__(self, plan, flat_fetches, feed_dict, loop=None, value_before=None):
     """Runs one call of `plan` and returns its flat results as numpy values.
@@ -286,10 +293,9 @@ class CompiledCall:
     if loop is not None:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
-    if plan in self._bare_plans:
-      compiled = self._bare.get(signature) or self._build_bare(tensors, signature)
-    else:
-      compiled = self._compiled.get(signature) or self._build(tensors, signature)
+    functions = self._bare if plan in self._bare_plans else self._union
+    compiled = (functions.compiled.get(signature) or
+                self._build(functions, tensors, signature))
     counted = self._counted
     layout = compiled.layout(plan, counted)
     if value_before is None and counted is not None and (
@@ -324,20 +330,9 @@ class CompiledCall:
       return results, int(outputs[compiled.global_step_index])
     return results, value_before + compiled.increment
 
-  def _build_bare(self, tensors, signature):
-    """Like `_build`, for calls that fetch nothing of the union."""
-    union = (self._variables, self._names, self._stop_ifs, self._returning,
-             self._compiled, self._by_specs)
-    self._variables, self._names, self._stop_ifs, self._returning = [], [], [], set()
-    self._compiled, self._by_specs = self._bare, self._bare_by_specs
-    try:
-      return self._build(tensors, signature)
-    finally:
-      (self._variables, self._names, self._stop_ifs, self._returning,
-       self._compiled, self._by_specs) = union
-
-  def _build(self, tensors, signature):
-    """Traces the family's function for this feed signature (steps as need be)."""
+  def _build(self, functions, tensors, signature):
+    """Traces a function computing `functions`' fetches for this feed signature
+    (tracing the steps as need be), and keeps it there."""
     specs = [tf.TensorSpec(t.shape, t.dtype) for t in tensors]
     nf = len(self._feed_keys)
     if self._specs is not None:
@@ -347,9 +342,9 @@ class CompiledCall:
         specs[:nf] = relaxed
     self._specs = specs[:nf]
     relaxed_signature = tuple((spec.dtype, tuple(spec.shape)) for spec in specs[:nf])
-    compiled = self._by_specs.get(relaxed_signature)
+    compiled = functions.by_specs.get(relaxed_signature)
     if compiled is not None:  # this shape fits the function of a relaxed one
-      self._compiled[signature] = compiled
+      functions.compiled[signature] = compiled
       return compiled
     feed_specs = dict(zip(self._feed_keys, specs[:nf]))
 
@@ -359,11 +354,11 @@ class CompiledCall:
 
     traces = trace_steps()
     self._on_variables(traces)
-    sources = self._name_sources(traces)
+    sources = self._name_sources(functions, traces)
     if any(source is None for source in sources.values()):
       # Names the steps do not return: tensor names in their graphs.
       traces = trace_steps([n for n, s in sources.items() if s is None])
-      sources = self._name_sources(traces)
+      sources = self._name_sources(functions, traces)
       self._check_names(traces, sources)
     fused = self._loop_count is not None
     involved = traces[:self._loop_count] if fused else traces
@@ -372,24 +367,23 @@ class CompiledCall:
       increments = [t.increment(self._global_step) for t in involved]
       if None not in increments and sum(increments) > 0:
         increment = sum(increments)
-    slots = {}
+    slots = {}  # filled in by the trace: where each fetchable is among the outputs
     body = self._fused_body if fused else self._body
-    outputs = []  # filled in by the trace, read by slot_for
     function = tf.function(
-        functools.partial(body, traces, sources, increment, slots, outputs),
+        functools.partial(body, functions, traces, sources, increment, slots),
         autograph=False)  # tfmon's own code: nothing to convert
     concrete = function.get_concrete_function(*specs)
     self.functions_built += 1
     global_step_index = slots.pop('global_step_after', None)
-    compiled = _Compiled(concrete, slots, increment, global_step_index)
-    compiled.graph_to_write = traces[0].graph if traces else concrete.graph
-    self._compiled[signature] = self._by_specs[relaxed_signature] = compiled
+    compiled = _Compiled(concrete, slots, increment, global_step_index,
+                         traces[0].graph if traces else concrete.graph)
+    functions.compiled[signature] = functions.by_specs[relaxed_signature] = compiled
     return compiled
 
-  def _name_sources(self, traces):
-    """Per union name, the index of the step whose outputs hold it, or None."""
+  def _name_sources(self, functions, traces):
+    """Per name fetched, the index of the step whose outputs hold it, or None."""
     sources = {}
-    for name in self._names:
+    for name in functions.names:
       sources[name] = next((i for i, t in enumerate(traces) if name in t.returned),
                            None)
       if sources[name] is None:
@@ -425,38 +419,41 @@ class CompiledCall:
     keys = self._steps[i].feed_keys(self._feed_keys)
     return trace([feeds[k] for k in keys], record, stamp)
 
-  def _emit(self, slots, outputs, traces, sources, step_outputs, variable_values):
-    """Appends the union's outputs, recording each one's slot."""
-    for variable, value in zip(self._variables, variable_values):
+  def _emit(self, functions, slots, traces, sources, step_outputs, variable_values):
+    """The outputs of what `functions` fetch, recording each one's slot."""
+    outputs = []
+    for variable, value in zip(functions.variables, variable_values):
       slots[fetch_plan.VARIABLE, id(variable)] = len(outputs)
       outputs.append(value)
-    for i in sorted(self._returning):
+    for i in sorted(functions.returning):
       count = traces[i].result_count
       slots[fetch_plan.STEP, i] = _output_entry(
           traces[i].structure, list(range(len(outputs), len(outputs) + count)))
       outputs += [step_outputs[i][j] for j in range(count)]
-    for name in self._names:
+    for name in functions.names:
       i = sources[name]
       nest, indices = traces[i].name_outputs(name)
       slots[fetch_plan.NAME, name] = _output_entry(
           nest, list(range(len(outputs), len(outputs) + len(indices))))
       outputs += [step_outputs[i][j] for j in indices]
+    return outputs
 
-  def _body(self, traces, sources, increment, slots, outputs, *inputs):
+  def _body(self, functions, traces, sources, increment, slots, *inputs):
     """One call of the steps: variables read first, then the steps in order."""
     feeds, record, _ = self._inputs(inputs)
     stamp = self._stamp() if self._writer is not None else None
-    variable_values = [fetch_plan.read(v) for v in self._variables]
+    variable_values = [fetch_plan.read(v) for v in functions.variables]
     step_outputs = [self._call_step(i, t, feeds, record, stamp)
                     for i, t in enumerate(traces)]
-    self._emit(slots, outputs, traces, sources, step_outputs, variable_values)
+    outputs = self._emit(functions, slots, traces, sources, step_outputs,
+                         variable_values)
     if self._global_step is not None and increment is None:
       # Read after the steps: automatic control dependencies order it so.
       slots['global_step_after'] = len(outputs)
       outputs.append(tf.cast(self._global_step.value(), tf.int64))
     return outputs
 
-  def _fused_body(self, traces, sources, increment, slots, outputs, *inputs):
+  def _fused_body(self, functions, traces, sources, increment, slots, *inputs):
     """Up to `max_steps` iterations of the loop steps, then the hooks' steps once.
 
     Stops early once the global step reaches `target` or after a step where a
@@ -473,18 +470,18 @@ class CompiledCall:
     # What the loop carries: the union's variables as read before each step
     # (the counted global step excepted: it is the value after minus the
     # increment), and the outputs of the loop's steps that are fetched.
-    carried_variables = [v for v in self._variables
+    carried_variables = [v for v in functions.variables
                          if not (increment is not None and v is global_step)]
     carried_outputs = []  # (step, output index)
-    for i in sorted(self._returning):
+    for i in sorted(functions.returning):
       if i < loop_count:
         carried_outputs += [(i, j) for j in range(traces[i].result_count)]
-    for name in self._names:
+    for name in functions.names:
       i = sources[name]
       if i < loop_count:
         carried_outputs += [(i, j) for j in traces[i].name_outputs(name)[1]
                             if (i, j) not in carried_outputs]
-    for name, _ in self._stop_ifs:
+    for name, _ in functions.stop_ifs:
       if sources[name] >= loop_count:
         raise ValueError(
             f'{name!r} is checked after every step of a fused run (NanTensorHook), '
@@ -494,7 +491,7 @@ class CompiledCall:
         (len(carried_variables) +
          carried_outputs.index((sources[name], traces[sources[name]].name_outputs(name)[1][0])),
          predicate)
-        for name, predicate in self._stop_ifs]
+        for name, predicate in functions.stop_ifs]
 
     limit = max_steps
     if increment is not None:
@@ -551,12 +548,13 @@ class CompiledCall:
       step_outputs.setdefault(s, {})[j] = value
     variable_values = []
     carried_values = iter(carried[:len(carried_variables)])
-    for v in self._variables:
+    for v in functions.variables:
       if any(v is c for c in carried_variables):
         variable_values.append(next(carried_values))
       else:  # the counted global step, before the last step
         variable_values.append(tf.cast(global_step_after - increment, v.dtype))
-    self._emit(slots, outputs, traces, sources, step_outputs, variable_values)
+    outputs = self._emit(functions, slots, traces, sources, step_outputs,
+                         variable_values)
     slots['global_step_after'] = len(outputs)
     outputs += [global_step_after, steps_run]
     return outputs
@@ -657,14 +655,18 @@ class CallCompiler:
       self._stop_flag().assign(True)
 
   @property
+  def stop_requested(self):
+    return self._stop is not None and bool(self._stop.numpy())
+
+  def set_jit_compile(self, jit_compile):
+    """Compiles the step functions of calls traced from now on with XLA."""
+    self._jit_compile = jit_compile
+    self._plans, self._families, self._step_graphs = {}, {}, {}
+
+  @property
   def functions_built(self):
     """How many compiled functions the calls so far have built (and run)."""
     return sum(family.functions_built for family in self._families.values())
-
-  @property
-  def step_traces(self):
-    """How many times the step functions' Python bodies have been traced."""
-    return sum(step.traces for step in self._step_graphs.values())
 
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict` in one compiled call.

@@ -83,7 +83,6 @@ class StepGraph:
                                                p.POSITIONAL_OR_KEYWORD,
                                                p.KEYWORD_ONLY)
     ]
-    self.traces = 0
     self._traced = {}  # feed signature -> _Trace
     self._names = []   # graph tensor names asked for, in order
 
@@ -137,7 +136,6 @@ class StepGraph:
 
   def _body(self, *inputs):
     """The traced body: the step under the summary writer, then its outputs."""
-    self.traces += 1
     keys, names = self._tracing
     with contextlib.ExitStack() as scope:
       # TF1 built a step's graph once: a later trace (TensorFlow's own second

@@ -47,10 +47,8 @@ def _summary_scope(name, family):
 
 def _is_other_replica():
   """TF1 wrote a summary from the first replica of a strategy only."""
-  replica_id = tf.get_static_value(
-      tf.distribute.get_replica_context().replica_id_in_sync_group
-      if tf.distribute.get_replica_context() else 0)
-  return bool(replica_id)
+  context = tf.distribute.get_replica_context()  # None in cross-replica context
+  return bool(context and tf.get_static_value(context.replica_id_in_sync_group))
 
 
 class _V1Summaries:

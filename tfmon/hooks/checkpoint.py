@@ -14,22 +14,6 @@ from tfmon.hooks.timing import steps_until_trigger
 CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
 
 
-def _check_listeners(listeners):
-  if listeners is None:
-    return []
-  if isinstance(listeners, CheckpointSaverListener) or not isinstance(
-      listeners, (list, tuple)):
-    raise TypeError(f'listeners={listeners!r} must be a list of '
-                    'CheckpointSaverListener: pass listeners=[listener].')
-  for i, listener in enumerate(listeners):
-    if not isinstance(listener, CheckpointSaverListener):
-      raise TypeError(
-          f'listeners[{i}] is {listener!r} of type {type(listener).__name__}, not '
-          'a CheckpointSaverListener (tfmon.train.CheckpointSaverListener, the same '
-          'class as tf.compat.v1.train.CheckpointSaverListener).')
-  return list(listeners)
-
-
 class CheckpointSaverHook(SessionRunHook):
   """Saves checkpoints every N steps or seconds, as v1's.
 
@@ -79,7 +63,8 @@ class CheckpointSaverHook(SessionRunHook):
     if not isinstance(checkpoint_basename, str) or not checkpoint_basename:
       raise TypeError(f'checkpoint_basename={checkpoint_basename!r} must be a '
                       "non-empty file name such as 'model.ckpt'.")
-    listeners = _check_listeners(listeners)
+    listeners = arg_checks.check_list_of(
+        listeners, CheckpointSaverListener, 'listeners', 'listener')
     self._saver = saver
     self._scaffold = scaffold
     self._missing_warned = []  # one warning for trained variables saver misses

@@ -36,22 +36,7 @@ def check_hooks(hooks, arg_name='hooks'):
     TypeError: naming the item that is not a hook, or a TF built-in hook that
       tfmon cannot run as its own (the message names the replacement).
   """
-  if hooks is None:
-    return []
-  if isinstance(hooks, SessionRunHook):
-    raise TypeError(f'{arg_name} must be a list of SessionRunHook; got the single '
-                    f'hook {hooks!r}. Pass {arg_name}=[hook].')
-  try:
-    hooks = list(hooks)
-  except TypeError:
-    raise TypeError(f'{arg_name} must be a list of SessionRunHook; got {hooks!r} of '
-                    f'type {type(hooks).__name__}.') from None
-  for i, hook in enumerate(hooks):
-    if not isinstance(hook, SessionRunHook):
-      raise TypeError(
-          f'{arg_name}[{i}] is {hook!r} of type {type(hook).__name__}, not a '
-          'SessionRunHook. A hook subclasses tfmon.train.SessionRunHook (the same '
-          'class as tf.compat.v1.train.SessionRunHook).')
+  hooks = arg_checks.check_list_of(hooks, SessionRunHook, arg_name, 'hook')
   return [tf_builtins.as_tfmon_hook(hook, f'{arg_name}[{i}]')
           for i, hook in enumerate(hooks)]
 

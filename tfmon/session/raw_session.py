@@ -25,8 +25,6 @@ class RawSession:
   def __init__(self):
     self._compiler = CallCompiler()
     self._closed = False
-    # Whether request_stop_at_step_boundary was called (a signal, say).
-    self.stop_requested = False
     # Compiled calls made so far: a session counting the global step (see
     # run_counting) learns from it that calls it did not make ran in between.
     self.calls_run = 0
@@ -35,11 +33,6 @@ class RawSession:
   def compiled_functions(self):
     """How many TensorFlow functions this session's runs have built and run."""
     return self._compiler.functions_built
-
-  @property
-  def step_traces(self):
-    """How many times step functions' Python bodies have been traced."""
-    return self._compiler.step_traces
 
   @property
   def step_variables(self):
@@ -54,12 +47,16 @@ class RawSession:
   def request_stop_at_step_boundary(self):
     """Makes a fused run in progress end after its current step, and later ones
     after their first: what a graceful stop on a signal needs. Thread-safe."""
-    self.stop_requested = True
     self._compiler.request_stop_at_step_boundary()
+
+  @property
+  def stop_requested(self):
+    """Whether request_stop_at_step_boundary was called (a signal, say)."""
+    return self._compiler.stop_requested
 
   def set_jit_compile(self, jit_compile):
     """Compiles the step functions of calls traced from now on with XLA."""
-    self._compiler = CallCompiler(jit_compile)
+    self._compiler.set_jit_compile(jit_compile)
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs `fetches` with `feed_dict` in one compiled call.
