@@ -272,3 +272,16 @@ def test_with_jit_compile_the_default_checkpoint_still_holds_the_steps_variables
   _tf1_style_job(tmp_path, 2, jit_compile=True)
   saved = dict(tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path))))
   assert 'variables/conv1.Sweights/.ATTRIBUTES/VARIABLE_VALUE' in saved
+
+
+def test_a_tf1_checkpoint_without_a_trained_variable_lists_the_names_of_both_sides(
+    tmp_path):
+  written = tf.Variable(tf.ones([3]), name='conv1/weights')
+  tf.compat.v1.train.Saver([written]).save(None, str(tmp_path / 'model.ckpt'),
+                                           global_step=7)
+  renamed = tf.Variable(tf.zeros([3]), name='conv1/kernel')
+  tfmon.train.get_or_create_global_step()
+  with pytest.raises(ValueError, match=r"has no variables named \['conv1/kernel'\].*"
+                     r"it holds \['conv1/weights'\]"):
+    tfmon.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path),
+                                         checkpoint={'kernel': renamed})
