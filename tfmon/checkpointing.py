@@ -25,6 +25,7 @@ from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import training_util
+from tfmon import workers
 
 _ONLY_GLOBAL_STEP_WARNING = (
     'Checkpoints will hold only the global step: nothing else was given to save. '
@@ -125,8 +126,14 @@ def _variables_of(checkpoint):
 
 
 def _held_variables(checkpoint):
-  """The ids of the tf.Variables `checkpoint` saves."""
-  return {id(v) for v in _variables_of(checkpoint)}
+  """The ids of the tf.Variables `checkpoint` saves, and of the per-device
+  components of its distributed ones (what a traced step under a strategy uses)."""
+  held = set()
+  for variable in _variables_of(checkpoint):
+    held.add(id(variable))
+    if isinstance(variable, tf.distribute.DistributedValues):
+      held.update(map(id, variable.values))
+  return held
 
 
 def _variable_name(variable):
@@ -560,10 +567,16 @@ def _absolute(directory, path):
   return path if os.path.isabs(path) or '://' in path else os.path.join(directory, path)
 
 
+def step_of(prefix):
+  """The step a `<name>-<step>` checkpoint prefix names, or None."""
+  tail = prefix.rsplit('-', 1)[-1] if prefix else ''
+  return int(tail) if tail.isdigit() else None
+
+
 def _step_and_mtime(prefix):
   """Sort key: the step a `<name>-<step>` prefix names, then the index's mtime."""
-  tail = prefix.rsplit('-', 1)[-1]
-  step = int(tail) if tail.isdigit() else -1
+  step = step_of(prefix)
+  step = -1 if step is None else step
   try:
     mtime = tf.io.gfile.stat(prefix + '.index').mtime_nsec
   except tf.errors.OpError:
@@ -666,6 +679,11 @@ class CheckpointWriter:
   checkpoints as they were, removes the partial files of the failed step (never
   those of a complete checkpoint), and raises an error naming what failed.
 
+  Made in the scope of a multi-worker strategy on a worker that is not the
+  chief, it writes where MultiWorkerMirroredStrategy wants it: every worker
+  takes part in a save, but only the chief's lands in `directory`; this one
+  writes into `<directory>/workertemp_<task>` (Keras' layout) and removes it.
+
   Args:
     checkpoint: A `tf.train.Checkpoint`.
     manager: A `tf.train.CheckpointManager` to use as it is, or None.
@@ -685,13 +703,27 @@ class CheckpointWriter:
     if manager is not None:
       # The manager's own file name wins; it keeps it as its prefix.
       self.save_path = getattr(manager, '_checkpoint_prefix', self.save_path)
+    self._temporary = None  # a non-chief worker's manager of its temporary dir
+    strategy = workers.current()
+    if strategy is not None and not workers.is_chief(strategy):
+      directory = os.path.join(self.manager.directory,
+                               f'workertemp_{strategy.cluster_resolver.task_id}')
+      self._temporary = tf.train.CheckpointManager(
+          checkpoint, directory=directory, max_to_keep=1,
+          checkpoint_name=os.path.basename(self.save_path))
+      self.save_path = os.path.join(directory, os.path.basename(self.save_path))
 
   def latest_step_saved(self):
-    path = self.manager.latest_checkpoint
-    return None if path is None else int(path.rsplit('-', 1)[-1])
+    return step_of(self.manager.latest_checkpoint)
 
   def save(self, step):
     prefix = f'{self.save_path}-{step}'
+    if self._temporary is not None:
+      try:
+        return self._temporary.save(checkpoint_number=step)
+      finally:
+        if tf.io.gfile.exists(self._temporary.directory):
+          tf.io.gfile.rmtree(self._temporary.directory)
     try:
       return self.manager.save(checkpoint_number=step)
     except Exception as e:

@@ -1,8 +1,5 @@
 """Sessions under tf.distribute: MirroredStrategy over conftest's two CPU devices."""
 
-import json
-import os
-import socket
 import subprocess
 import sys
 
@@ -194,41 +191,6 @@ def test_importing_tfmon_leaves_tensorflow_configurable():
                           timeout=120, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split()[-1] == '2'
-
-
-_WORKER = """
-import tensorflow as tf
-import tfmon
-strategy = tf.distribute.MultiWorkerMirroredStrategy()  # from TF_CONFIG
-try:
-  tfmon.train.MonitoredTrainingSession(strategy=strategy)
-except ValueError as e:
-  print('refused:', e)
-"""
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
-def test_a_strategy_spanning_worker_processes_is_refused():
-  workers = [f'localhost:{_free_port()}' for _ in range(2)]
-  processes = []
-  for index in range(2):
-    config = {'cluster': {'worker': workers}, 'task': {'type': 'worker', 'index': index}}
-    processes.append(subprocess.Popen(
-        [sys.executable, '-c', _WORKER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env={**os.environ, 'TF_CONFIG': json.dumps(config)}))
-  try:
-    outputs = [process.communicate(timeout=120) for process in processes]
-  finally:
-    for process in processes:
-      process.kill()
-  for stdout, stderr in outputs:
-    assert 'refused: strategy=' in stdout, stderr[-2000:]
-    assert 'spans 2 worker processes, which tfmon does not support yet' in stdout
 
 
 def test_xla_under_several_replicas_is_refused():

@@ -206,11 +206,16 @@ class CompiledCall:
       after the step it is running.
     on_variables: Called with the family's traced step graphs after they are
       traced and before the function calling them first runs.
+    agreement: For a fused family of a multi-worker session, its
+      WorkerAgreement: each call starts by agreeing with the other workers, and
+      the local stop flag is not read (a worker ending its loop alone would
+      leave the others blocked in a collective).
   """
 
   def __init__(self, steps, loop_count, feed_keys, summaries, global_step,
-               stop_flag=None, on_variables=None):
+               stop_flag=None, on_variables=None, agreement=None):
     self._steps = steps
+    self._agreement = agreement
     # Called with the variables of the step graphs before a new function runs.
     self._on_variables = on_variables or (lambda traces: None)
     # A bool variable that ends a fused loop after its current step when true.
@@ -293,6 +298,8 @@ class CompiledCall:
     if loop is not None:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
+      if self._agreement is not None:
+        tensors += self._agreement.inputs()
     functions = self._bare if plan in self._bare_plans else self._union
     compiled = (functions.compiled.get(signature) or
                 self._build(functions, tensors, signature))
@@ -322,8 +329,10 @@ class CompiledCall:
         results.append(_pack(nest, [outputs[next(values)].numpy() if p else None
                                     for p in present]))
     if loop is not None:
-      return (results, int(outputs[compiled.global_step_index]),
-              int(outputs[compiled.global_step_index + 1]))
+      index = compiled.global_step_index
+      if self._agreement is not None:
+        self._agreement.record(outputs[index + 2], outputs[index + 3])
+      return results, int(outputs[index]), int(outputs[index + 1])
     if self._global_step is None:
       return results
     if compiled.global_step_index is not None:
@@ -458,11 +467,20 @@ class CompiledCall:
 
     Stops early once the global step reaches `target` or after a step where a
     StopIf condition holds. Only the last iteration records summaries; fetched
-    variables, names and results are those of the last iteration.
+    variables, names and results are those of the last iteration. With a
+    WorkerAgreement, the workers first agree on `max_steps` and `target` (none
+    if they agree to stop); the call also returns what they agreed.
     """
-    feeds, record, (max_steps, target) = self._inputs(inputs)
+    feeds, record, (max_steps, target, *wishes) = self._inputs(inputs)
     loop_count = self._loop_count
     global_step = self._global_step
+    agreement = self._agreement
+    if agreement is not None:
+      stop, save, max_steps, target = agreement.agree(*wishes, max_steps, target)
+      max_steps = tf.cast(tf.where(stop > 0, tf.constant(0, tf.int64), max_steps),
+                          tf.int32)
+      if record is not None:
+        record = tf.logical_and(record, stop == 0)
 
     def global_step_value():
       return tf.cast(fetch_plan.read(global_step), tf.int64)
@@ -506,7 +524,7 @@ class CompiledCall:
       checks = []
       if increment is None:
         checks.append(global_step_value() < target)
-      if self._stop_flag is not None:
+      if self._stop_flag is not None and agreement is None:
         checks.append(tf.logical_not(self._stop_flag.read_value()))
       for position, predicate in stop_positions:
         holds = predicate(carried[position])
@@ -557,6 +575,8 @@ class CompiledCall:
                          variable_values)
     slots['global_step_after'] = len(outputs)
     outputs += [global_step_after, steps_run]
+    if agreement is not None:
+      outputs += [stop, save]
     return outputs
 
 
@@ -597,13 +617,15 @@ class CallCompiler:
 
   Args:
     jit_compile: Compile step functions with XLA (see StepGraph).
+    agreement: The WorkerAgreement of a multi-worker session, or None.
   """
 
   # This many distinct function objects of one name traced: likely one per run.
   RETRACE_WARNING_AFTER = 5
 
-  def __init__(self, jit_compile=None):
+  def __init__(self, jit_compile=None, agreement=None):
     self._jit_compile = jit_compile
+    self.agreement = agreement
     self._plans = {}     # call structure -> (FetchPlan, CompiledCall)
     self._families = {}  # family key -> CompiledCall
     self._step_graphs = {}  # (step key, summary writer id) -> StepGraph
@@ -649,8 +671,11 @@ class CallCompiler:
     """Ends a running fused loop after its current step, and any later one at once.
 
     Safe to call from another thread while a run is in progress: the loop
-    reads the flag before each step.
+    reads the flag before each step. A multi-worker session has no such flag:
+    its workers agree to stop at the start of a call (WorkerAgreement).
     """
+    if self.agreement is not None:
+      return
     with tf.init_scope():  # eagerly, even if called while a trace is running
       self._stop_flag().assign(True)
 
@@ -701,7 +726,7 @@ class CallCompiler:
     return _pack(fetches, results), global_step_after
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
-                global_step):
+                global_step, feed_dict=None):
     """Runs the step functions of the first `loop_leaves` flat leaves in a loop.
 
     Args:
@@ -711,13 +736,15 @@ class CallCompiler:
       max_steps: At most this many iterations.
       target_global_step: Stop once the global step reaches this.
       global_step: The global step variable.
+      feed_dict: Feeds, the same for every step (a multi-worker session runs
+        fed steps through the loop too, one at a time).
 
     Returns:
       `(results, global_step_after, steps_run)`.
     """
     flat = tf.nest.flatten(fetches)
     results, global_step_after, steps_run = self._call(
-        flat, None, loop_leaves, global_step,
+        flat, feed_dict, loop_leaves, global_step,
         loop=(max_steps, target_global_step))
     return _pack(fetches, results), global_step_after, steps_run
 
@@ -755,10 +782,12 @@ class CallCompiler:
       steps = [self._step_graph(k, fn, summaries)
                for k, fn in zip(plan.step_keys, plan.steps)]
       _check_feeds(steps, plan.feed_keys)
-      family = CompiledCall(steps, plan.loop_step_count, plan.feed_keys, summaries,
-                            global_step,
-                            None if plan.loop_step_count is None else self._stop_flag(),
-                            self._report_variables)
+      fused = plan.loop_step_count is not None
+      agreement = self.agreement if fused else None
+      family = CompiledCall(
+          steps, plan.loop_step_count, plan.feed_keys, summaries, global_step,
+          self._stop_flag() if fused and agreement is None else None,
+          self._report_variables, agreement)
       self._families[key] = family
     return family
 

@@ -102,7 +102,10 @@ class CheckpointSaverHook(SessionRunHook):
   @property
   def last_checkpoint(self):
     """The path of the latest checkpoint in the directory, or None."""
-    return None if self._writer is None else self._writer.manager.latest_checkpoint
+    if self._writer is None:
+      return None
+    # Read anew: on a worker that is not the chief, the chief wrote it.
+    return tf.train.latest_checkpoint(self._writer.manager.directory)
 
   def after_create_session(self, session, coord):
     if self._scaffold is None:  # a scaffold's creator watches its checkpoint
@@ -110,7 +113,13 @@ class CheckpointSaverHook(SessionRunHook):
           session, lambda: self._checkpoint_writer().manager.checkpoint,
           self._saver is None, self._missing_warned)
     global_step = int(session.run(self._global_step_tensor))
-    if self._checkpoint_writer().latest_step_saved() != global_step:
+    if getattr(session, 'agreement', None) is None:
+      saved = self._checkpoint_writer().latest_step_saved()
+    else:
+      # Every worker decides alike, from the checkpoint all of them restored:
+      # the chief may already be writing a new one.
+      saved = checkpointing.step_of(session.restored_from)
+    if saved != global_step:
       self._save(session, global_step)
     self._timer.update_last_triggered_step(global_step)
 
@@ -121,6 +130,10 @@ class CheckpointSaverHook(SessionRunHook):
     return SessionRunArgs(self._global_step_tensor)
 
   def after_run(self, run_context, run_values):
+    agreement = getattr(run_context.session, 'agreement', None)
+    if agreement is not None and self._save_steps is None:
+      self._after_run_agreeing(run_context, agreement)
+      return
     stale_global_step = run_values.results
     if self._timer.should_trigger_for_step(stale_global_step + 1):
       # The fetched value is from before the step: read the real one.
@@ -130,6 +143,19 @@ class CheckpointSaverHook(SessionRunHook):
         self._timer.update_last_triggered_step(global_step)
         if self._save(run_context.session, global_step):
           run_context.request_stop()
+
+  def _after_run_agreeing(self, run_context, agreement):
+    """A multi-worker session's save on a timer in seconds: the workers' clocks
+    differ, so a worker whose timer fires asks for a save at the next call, and
+    every worker saves after the call that agrees to it."""
+    global_step = training_util.global_step_after_run(
+        run_context, self._global_step_tensor)
+    if agreement.agreed_save:
+      self._timer.update_last_triggered_step(global_step)
+      if self._save(run_context.session, global_step):
+        run_context.request_stop()
+    elif self._timer.should_trigger_for_step(global_step):
+      agreement.wanted_save = True
 
   def end(self, session):
     last_step = int(session.run(self._global_step_tensor))

@@ -28,6 +28,12 @@ class HookedSession(WrappedSession):
   fuses into one compiled loop and which hooks observe it: idle hooks cost
   nothing, and a run fuses steps only while every hook allows it.
 
+  In a multi-worker session (the raw session has an `agreement`), every run of
+  a step function goes through the fused loop, fed runs one step at a time, so
+  that each call agrees with the other workers first; a call in which they
+  agree to stop runs no step, calls no hook's `after_run`, and returns None
+  for each fetch.
+
   Args:
     sess: The RawSession below.
     hooks: The hooks, in order.
@@ -43,9 +49,17 @@ class HookedSession(WrappedSession):
     self._should_stop = False
     self._steps_per_loop = steps_per_loop
     self._schedule = None
+    self._agreement = sess.agreement
     global_step = training_util.get_global_step()
+    if self._agreement is not None and global_step is None:
+      raise ValueError(
+          'A multi-worker session needs a global step: its workers agree on '
+          'how many steps a run takes and where it ends. Create it under the '
+          'strategy\'s scope before the session, with '
+          'tfmon.train.get_or_create_global_step(), and increment it in the step.')
     if global_step is not None and (
-        steps_per_loop > 1 or any(declares_schedule(h) for h in hooks)):
+        steps_per_loop > 1 or self._agreement is not None or
+        any(declares_schedule(h) for h in hooks)):
       self._schedule = ObservationSchedule(hooks, steps_per_loop, global_step)
     # The call count of the session below when the schedule last knew the
     # global step: if it moved on, calls we did not make (a hook's or
@@ -70,13 +84,14 @@ class HookedSession(WrappedSession):
     if schedule is None:
       steps, hooks = 1, self._hooks
     else:
-      # Only a fusing session needs to know whether this run could fuse steps.
-      if schedule.fuses and not feed_dict:
+      # Only a fusing or multi-worker session needs to know whether this run
+      # could go through the fused loop.
+      if (schedule.fuses and not feed_dict) or self._agreement is not None:
         caller_leaves = tf.nest.flatten(fetches)
         fusible = _has_step_function(caller_leaves)
       if self._sess.calls_run != self._calls_seen:
         schedule.value = None  # plan() reads it anew
-      steps, hooks = schedule.plan(fusible)
+      steps, hooks = schedule.plan(fusible and not feed_dict)
       self._calls_seen = self._sess.calls_run
     feed_dict = self._call_hook_before_run(
         run_context, hooks, steps, all_fetches, result_index, feed_dict, options)
@@ -94,6 +109,9 @@ class HookedSession(WrappedSession):
     if traced:
       self._traces.stop()
       self._save_trace(global_step_after)
+    if self._agreement is not None and self._agreement.agreed_stop:
+      self._should_stop = True  # another worker stopped: no step ran
+      return tf.nest.map_structure(lambda _: None, fetches)
     if schedule is not None:
       self._calls_seen = self._sess.calls_run
       # Hooks need not read it again (each separate TensorFlow call right after
@@ -127,12 +145,13 @@ class HookedSession(WrappedSession):
       outputs = self._sess.run(all_fetches, feed_dict=feed_dict, options=options,
                                run_metadata=run_metadata)
       return outputs, None, steps
-    if loop_leaves is not None and not feed_dict:
+    if loop_leaves is not None and (not feed_dict or self._agreement is not None):
       # One step too: a fusing session's runs all share the fused function.
-      # Fed runs (a FeedFnHook's, say) are single steps of their own.
+      # Fed runs (a FeedFnHook's, say) are single steps of their own, except
+      # that a multi-worker session runs them through the loop too (one step).
       return self._sess.run_fused(
           all_fetches, loop_leaves, steps, min(schedule.target, _NO_TARGET),
-          schedule.global_step)
+          schedule.global_step, feed_dict)
     # The global step is counted when the call adds a known constant to it,
     # else read with the outputs: reading it every run costs ~10 µs. A run in
     # which hooks are due reads it anew, so what they act on (a checkpoint's

@@ -21,6 +21,7 @@ from tfmon import training_util
 from tfmon.hook_api import SessionRunHook
 from tfmon.hooks import tf_builtins
 from tfmon.session import graceful_stop
+from tfmon import workers
 from tfmon.session.coordinated_session import CoordinatedSession
 from tfmon.session.hooked_session import HookedSession
 from tfmon.session.raw_session import RawSession
@@ -68,17 +69,18 @@ def _resolve_strategy(strategy):
                            tf.compat.v1.distribute.experimental.ParameterServerStrategy)):
     raise ValueError(
         f'strategy={strategy!r}: ParameterServerStrategy runs steps through a '
-        'tf.distribute.coordinator.ClusterCoordinator, and a tfmon session runs '
-        'them in this process. Use MirroredStrategy to train on the devices of '
-        'one machine.')
-  workers = _workers(strategy)
-  if workers > 1:
+        'tf.distribute.coordinator.ClusterCoordinator, which schedules them on '
+        'remote workers, and a tfmon session runs each step in its own process. '
+        'Use MultiWorkerMirroredStrategy (configured by TF_CONFIG, one session '
+        'per worker) to train on several machines, or MirroredStrategy on one.')
+  if isinstance(strategy, (tf.distribute.TPUStrategy,
+                           tf.distribute.experimental.TPUStrategy,
+                           tf.compat.v1.distribute.experimental.TPUStrategy)):
     raise ValueError(
-        f'strategy={strategy!r} spans {workers} worker processes, which '
-        "tfmon does not support yet: workers' collective ops must match one to "
-        "one, and v1's chief-only hooks (checkpoints, summaries) make the chief "
-        'create variables and trace calls that the other workers do not. Use '
-        'MirroredStrategy to train on the devices of one machine.')
+        f'strategy={strategy!r}: TPUStrategy is not supported: a tfmon step runs '
+        'summaries and hook fetches the TPU cannot compile, and tfmon has not '
+        'been tested on TPUs. Use MirroredStrategy or '
+        'MultiWorkerMirroredStrategy on CPUs or GPUs.')
   if tf.distribute.has_strategy():
     if strategy is not in_scope:
       raise ValueError(
@@ -88,15 +90,6 @@ def _resolve_strategy(strategy):
   elif strategy is in_scope:
     return None  # TF's default strategy
   return strategy
-
-
-def _workers(strategy):
-  """How many worker processes a multi-worker strategy spans (else 1)."""
-  resolver = getattr(strategy, 'cluster_resolver', None)
-  if resolver is None:
-    return 1
-  jobs = resolver.cluster_spec().as_dict()
-  return max(1, sum(len(jobs[job]) for job in ('chief', 'worker') if job in jobs))
 
 
 class _CoordinatedSessionCreator(SessionCreator):
@@ -157,6 +150,11 @@ class _MonitoredSession:
           'devices, and XLA cannot compile across devices. Leave jit_compile unset '
           'under a strategy with more than one replica.')
     self._strategy = strategy
+    self._multi_worker = strategy is not None and workers.count(strategy) > 1
+    if self._multi_worker and should_recover:
+      # Re-creating the session cannot bring a lost worker back, and the
+      # others would wait for it: the error ends this worker (see run()).
+      should_recover = False
     if (isinstance(steps_per_loop, bool) or not isinstance(steps_per_loop, int) or
         steps_per_loop < 1):
       raise ValueError(f'steps_per_loop={steps_per_loop!r} must be a positive int: '
@@ -226,9 +224,44 @@ class _MonitoredSession:
     if self._strategy is None:  # no nullcontext per run: 0.4 µs
       return self._sess.run(fetches, feed_dict=feed_dict, options=options,
                             run_metadata=run_metadata)
+    if self._multi_worker:
+      return self._run_multi_worker(fetches, feed_dict, options, run_metadata)
     with self._strategy.scope():
       return self._sess.run(fetches, feed_dict=feed_dict, options=options,
                             run_metadata=run_metadata)
+
+  def _run_multi_worker(self, fetches, feed_dict, options, run_metadata):
+    with self._strategy.scope(), self._naming_lost_workers():
+      results = self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                               run_metadata=run_metadata)
+    agreed = self._tf_sess().agreement.agreed_stop
+    if agreed > 1 and self._graceful_stop.signal is None:
+      # Another worker received a stop signal: every worker stops, saves at
+      # this step and exits with its code, so a supervisor restarts them all.
+      self._graceful_stop.signal = signal.Signals(agreed)
+      logging.warning(
+          'Another worker received %s: every worker stops after this step, '
+          'saves a checkpoint at it and exits with code %d.',
+          self._graceful_stop.signal.name, graceful_stop.exit_code(agreed))
+    return results
+
+  @contextlib.contextmanager
+  def _naming_lost_workers(self):
+    """Turns a collective op's failure into an error naming the worker lost."""
+    try:
+      yield
+    except (tf.errors.UnavailableError, tf.errors.AbortedError,
+            tf.errors.CancelledError, tf.errors.DeadlineExceededError) as e:
+      raise workers.lost(e, self._strategy) from e
+
+  def _agree_to_stop(self):
+    """Tells the other workers this one stops, once (multi-worker only)."""
+    if not self._multi_worker or self._tf_sess() is None:
+      return
+    raw = self._tf_sess()
+    signum = self._graceful_stop.signal
+    with self._strategy.scope(), self._naming_lost_workers():
+      raw.agree_to_stop(1 if signum is None else int(signum))
 
   def run_step_fn(self, step_fn):
     """Runs `step_fn(step_context)` with access to the raw session.
@@ -254,8 +287,11 @@ class _MonitoredSession:
       return self._sess.run_step_fn(step_fn, self._tf_sess, None)
 
   def should_stop(self):
-    return (self._sess is None or self._graceful_stop.signal is not None or
+    stop = (self._sess is None or self._graceful_stop.signal is not None or
             self._sess.should_stop())
+    if stop and self._multi_worker:
+      self._agree_to_stop()
+    return stop
 
   def request_graceful_stop(self, signum=signal.SIGTERM):
     """Stops as on a stop signal: after the step in flight, then exits.
@@ -326,6 +362,7 @@ class _MonitoredSession:
   def _close_in_scope(self, exception_type):
     try:
       if not exception_type:
+        self._agree_to_stop()
         for hook in self._hooks:
           hook.end(self._coordinated_creator.tf_sess)
     finally:
@@ -387,7 +424,14 @@ class MonitoredSession(_MonitoredSession):
   initializes or restores), then calls `after_create_session(session, coord)`.
   `run` calls `before_run` of all hooks, runs the caller's fetches and the hooks'
   in one compiled call, then calls `after_run`. AbortedError and UnavailableError
-  raised in a run close and re-create the session, and the run is retried.
+  raised in a run close and re-create the session, and the run is retried
+  (except under a multi-worker strategy: there they mean a worker was lost, and
+  the error, naming it, ends this worker too).
+
+  Under MultiWorkerMirroredStrategy every worker process runs its own session:
+  a stop on any worker (a hook, the coordinator, a stop signal) stops every
+  worker after the same step, agreed inside the compiled call; see README,
+  "Multi-worker training".
 
   Step fusion: with `steps_per_loop=K`, one `run` of a step function (with no
   feeds) runs up to K steps in one compiled loop while every hook allows it:

@@ -4,6 +4,8 @@ import tensorflow as tf
 
 from tfmon.compiled import CallCompiler
 from tfmon.compiled import fetch_plan
+from tfmon.compiled.worker_agreement import WorkerAgreement
+from tfmon import workers
 
 
 def require_eager():
@@ -20,10 +22,19 @@ class RawSession:
   This is what hooks receive as `session` in `after_create_session`,
   `run_context.session` and `end`, and what `SingularMonitoredSession.raw_session()`
   returns.
+
+  Created in the scope of a multi-worker strategy, its fused runs agree with
+  the other workers (see `agreement`).
   """
 
   def __init__(self):
-    self._compiler = CallCompiler()
+    strategy = workers.current()
+    # The other workers' agreement, made in every fused call; None in one process.
+    self.agreement = strategy and WorkerAgreement(strategy)
+    self._compiler = CallCompiler(agreement=self.agreement)
+    self._last_fused = None  # a multi-worker session's last fused call's args
+    # The checkpoint its creator restored, or None.
+    self.restored_from = None
     self._closed = False
     # Compiled calls made so far: a session counting the global step (see
     # run_counting) learns from it that calls it did not make ran in between.
@@ -95,12 +106,37 @@ class RawSession:
                                        value_before)
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
-                global_step):
+                global_step, feed_dict=None):
     """Runs up to `max_steps` steps in one compiled call (see CallCompiler.run_fused)."""
     self._check_open()
     self.calls_run += 1
+    if self.agreement is not None:
+      self._last_fused = (fetches, loop_leaves, max_steps, target_global_step,
+                          global_step, feed_dict)
     return self._compiler.run_fused(fetches, loop_leaves, max_steps,
-                                    target_global_step, global_step)
+                                    target_global_step, global_step, feed_dict)
+
+  def agree_to_stop(self, code):
+    """Tells the other workers that this one stops (multi-worker only).
+
+    Makes one call that runs no step: the last fused call again, with the
+    same collective ops as the others' next call, or before any, a call
+    holding only the agreement. Every worker then stops after the same step.
+    Does nothing once the workers agreed to stop, or in one process.
+
+    Args:
+      code: 1 for a stop a hook or the coordinator asked for, else the number
+        of the signal that stops this worker.
+    """
+    agreement = self.agreement
+    if agreement is None or agreement.agreed_stop or self._closed:
+      return
+    agreement.wanted_stop = code
+    if self._last_fused is None:
+      agreement.barrier(code)
+    else:
+      self.calls_run += 1
+      self._compiler.run_fused(*self._last_fused)
 
   def _check_open(self):
     if self._closed:

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tfmon import checkpointing
 from tfmon import paths
+from tfmon import workers
 from tfmon.session.raw_session import RawSession
 from tfmon.session.scaffold import Scaffold
 
@@ -24,7 +25,8 @@ def _check_scaffold(scaffold):
 
 
 def _restore_latest(scaffold, checkpoint_dir, checkpoint_filename_with_path=None):
-  """Restores the scaffold's checkpoint from the latest on disk; True if it did.
+  """Restores the scaffold's checkpoint from the latest on disk; returns its
+  path, or None if there was none.
 
   A damaged newest checkpoint is set aside and an older good one restored; a
   directory with only damaged ones is refused (checkpointing.restore_latest).
@@ -33,10 +35,36 @@ def _restore_latest(scaffold, checkpoint_dir, checkpoint_filename_with_path=None
   scaffold.require_created_in_scope()
   if checkpoint_filename_with_path:
     checkpointing.restore(scaffold.checkpoint, checkpoint_filename_with_path)
-    return True
+    return checkpoint_filename_with_path
   # The newest good checkpoint: damaged ones are set aside, with a log line.
-  return checkpointing.restore_latest(
-      lambda: scaffold.checkpoint, checkpoint_dir) is not None
+  return checkpointing.restore_latest(lambda: scaffold.checkpoint, checkpoint_dir)
+
+
+def _restore_in_turn(session, scaffold, restore):
+  """Runs `restore()` (returning the path restored, or None), in a multi-worker
+  session after the chief's, and keeps the path as `session.restored_from`.
+
+  The chief restores first, since it sets aside a damaged newest checkpoint
+  and rewrites the state file; the other workers then read what it left, and
+  no worker goes on before all have restored: the chief's first save (at
+  creation) cannot land while another worker is still reading.
+  """
+  agreement = session.agreement
+  if agreement is None:
+    session.restored_from = restore()
+    return session.restored_from
+  # A variable made under the strategy is initialized by a broadcast from the
+  # chief, a collective op: made by a restore on the chief alone, the
+  # checkpoint's save counter would block it. Every worker makes it now.
+  _ = scaffold.checkpoint.save_counter
+  chief = workers.is_chief(agreement.strategy)
+  restored = restore() if chief else None
+  agreement.barrier()  # the chief has restored
+  if not chief:
+    restored = restore()
+  agreement.barrier()  # every worker has
+  session.restored_from = restored
+  return restored
 
 
 def _warn_unused(master, config):
@@ -84,8 +112,8 @@ class ChiefSessionCreator(SessionCreator):
   def create_session(self):
     session = RawSession()
     self._scaffold.watch_step_variables(session)
-    restored = _restore_latest(self._scaffold, self._checkpoint_dir,
-                               self._checkpoint_filename_with_path)
+    restored = _restore_in_turn(session, self._scaffold, lambda: _restore_latest(
+        self._scaffold, self._checkpoint_dir, self._checkpoint_filename_with_path))
     if not restored and not self._initialized:
       self._scaffold.initialize(session)
     self._initialized = True
@@ -115,6 +143,11 @@ class WorkerSessionCreator(SessionCreator):
   def create_session(self):
     session = RawSession()
     self._scaffold.watch_step_variables(session)
-    _restore_latest(self._scaffold, self._checkpoint_dir)
+    restored = _restore_in_turn(
+        session, self._scaffold, lambda: _restore_latest(self._scaffold, self._checkpoint_dir))
+    if session.agreement is not None and not restored:
+      # Under MultiWorkerMirroredStrategy each worker holds its own copy of
+      # every variable: what the chief's init_fn sets, each worker must set.
+      self._scaffold.initialize(session)
     self._scaffold.local_initialize(session)
     return session

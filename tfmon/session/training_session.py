@@ -4,6 +4,7 @@ from tfmon import tf_logging as logging
 
 from tfmon import arg_checks
 from tfmon import paths
+from tfmon import workers
 from tfmon.session import graceful_stop
 from tfmon.hooks.checkpoint import CheckpointSaverHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
@@ -23,9 +24,31 @@ def _default_timers(steps, secs, default_steps, default_secs):
           None if secs is USE_DEFAULT else secs)
 
 
+def _is_chief(is_chief, strategy):
+  """`is_chief`, or when None the multi-worker strategy's answer (else True).
+
+  Raises:
+    TypeError: if it is not a bool or None.
+    ValueError: if it contradicts the strategy's cluster resolver.
+  """
+  if is_chief is not None:
+    arg_checks.check_bool(is_chief, 'is_chief')
+  strategy = workers.current_or(strategy)
+  if strategy is None:
+    return True if is_chief is None else is_chief
+  chief = workers.is_chief(strategy)
+  if is_chief is not None and is_chief != chief:
+    raise ValueError(
+        f'is_chief={is_chief!r}, but the strategy\'s cluster resolver says this '
+        f'process is {workers.name(strategy)}, which is {"" if chief else "not "}'
+        'the chief (TF_CONFIG\'s \'chief\' task, else worker 0). Leave is_chief '
+        'unset under a multi-worker strategy, or fix TF_CONFIG.')
+  return chief
+
+
 def MonitoredTrainingSession(  # pylint: disable=invalid-name
     master='',
-    is_chief=True,
+    is_chief=None,
     checkpoint_dir=None,
     scaffold=None,
     hooks=None,
@@ -54,9 +77,18 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   StepCounterHook, SummarySaverHook, CheckpointSaverHook, then `hooks`. A worker
   (`is_chief=False`) restores from `checkpoint_dir` too and gets only `hooks`.
 
+  Under MultiWorkerMirroredStrategy (configured by TF_CONFIG), every worker
+  process creates this session with the same arguments. Each worker also gets
+  a CheckpointSaverHook on the chief's timer, since every worker takes part in
+  a save: the chief's lands in `checkpoint_dir`, the others' in a temporary
+  directory that is removed. Stops, signals and timed saves are agreed by all
+  workers (see README, "Multi-worker training").
+
   Args:
     master: Ignored, with a warning: tfmon runs in this process.
-    is_chief: Whether this process initializes, checkpoints and writes summaries.
+    is_chief: Whether this process initializes, checkpoints and writes
+      summaries. Default: under a multi-worker strategy, what its cluster
+      resolver says (the 'chief' task, else worker 0); otherwise True.
     checkpoint_dir: Where checkpoints are restored from and saved to.
     scaffold: A `Scaffold`.
     hooks: `SessionRunHook`s for every process.
@@ -104,7 +136,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   paths.check_directory(checkpoint_dir, 'checkpoint_dir')
   paths.check_directory(summary_dir, 'summary_dir')
   graceful_stop.check_signals(graceful_stop_signals)
-  arg_checks.check_bool(is_chief, 'is_chief')
+  is_chief = _is_chief(is_chief, strategy)
   for name, value in (('save_checkpoint_steps', save_checkpoint_steps),
                       ('save_summaries_steps', save_summaries_steps),
                       ('log_step_count_steps', log_step_count_steps)):
@@ -122,10 +154,16 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   scaffold = scaffold or Scaffold(checkpoint=checkpoint)
 
   summary_dir = summary_dir or checkpoint_dir
+  save_checkpoints = bool(checkpoint_dir and
+                          (save_checkpoint_steps or save_checkpoint_secs))
   if not is_chief:
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config,
         max_wait_secs=max_wait_secs, checkpoint_dir=checkpoint_dir)
+    if save_checkpoints and workers.current_or(strategy) is not None:
+      hooks = [CheckpointSaverHook(
+          checkpoint_dir, save_steps=save_checkpoint_steps,
+          save_secs=save_checkpoint_secs, scaffold=scaffold, max_to_keep=1)] + hooks
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
                             steps_per_loop=steps_per_loop, jit_compile=jit_compile,
@@ -134,8 +172,6 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
 
   all_hooks = list(chief_only_hooks)
   save_summaries = bool(save_summaries_steps or save_summaries_secs)
-  save_checkpoints = bool(checkpoint_dir and
-                          (save_checkpoint_steps or save_checkpoint_secs))
   if summary_dir:
     if log_step_count_steps and log_step_count_steps > 0:
       all_hooks.append(StepCounterHook(output_dir=summary_dir,

@@ -1,0 +1,91 @@
+"""One worker of the multi-worker tests (tests/session/test_multiworker.py).
+
+Run with TF_CONFIG set and one JSON argument (see `main`); prints one JSON line
+starting with RESULT: what this worker saw.
+"""
+
+import json
+import os
+import signal
+import sys
+
+import tensorflow as tf
+
+import tfmon
+
+
+class _Act(tfmon.train.SessionRunHook):
+  """At a global step on one worker: sends a signal to this process."""
+
+  def __init__(self, task, step, signame):
+    self._task, self._step, self._signame = task, step, signame
+
+  def after_run(self, run_context, run_values):
+    if run_context.global_step_after == self._step and self._task == TASK:
+      os.kill(os.getpid(), getattr(signal, self._signame))
+
+
+class _CountRuns(tfmon.train.SessionRunHook):
+  """A chief-only hook: counts the runs it sees."""
+
+  runs = 0
+
+  def after_run(self, run_context, run_values):
+    _CountRuns.runs += 1
+
+
+TASK = None
+
+
+def main(config):
+  global TASK
+  tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+  strategy = tf.distribute.MultiWorkerMirroredStrategy()  # from TF_CONFIG
+  TASK = strategy.cluster_resolver.task_id
+  with strategy.scope():
+    global_step = tfmon.train.get_or_create_global_step()
+    weights = tf.Variable(tf.zeros([4, 1]), name='weights')
+  # Each worker its own batch, the same at every step.
+  features = tf.random.stateless_normal([8, 4], seed=[TASK, 1])
+  labels = tf.reduce_sum(features, axis=1, keepdims=True)
+  nan_task, nan_step = config.get('nan_at', (-1, -1))
+
+  def replica_step():
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean((features @ weights - labels) ** 2) / 2  # 2 replicas
+    grad = tf.distribute.get_replica_context().all_reduce('SUM', tape.gradient(loss, weights))
+    weights.assign_sub(0.05 * grad)
+    return loss
+
+  def train_step():
+    loss = strategy.reduce('SUM', strategy.run(replica_step), axis=None)
+    global_step.assign_add(1)
+    # A value only this worker sees: NaN on one worker at one step.
+    local = tf.where(tf.logical_and(global_step == nan_step, TASK == nan_task),
+                     float('nan'), 0.0)
+    return {'loss': loss, 'local': local}
+
+  hooks = [tfmon.train.StopAtStepHook(last_step=config['last_step']),
+           tfmon.train.NanTensorHook('local', fail_on_nan_loss=False)]
+  if 'act_at' in config:
+    hooks.append(_Act(*config['act_at']))
+  chief_only_hooks = [tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=10),
+                      _CountRuns()]
+  result = {'task': TASK}
+  try:
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=config['train_dir'], checkpoint={'weights': weights},
+        save_checkpoint_steps=config.get('save_steps', 20),
+        hooks=hooks, chief_only_hooks=chief_only_hooks,
+        steps_per_loop=config.get('steps_per_loop', 1), strategy=strategy) as sess:
+      result['start'] = int(global_step.numpy())
+      while not sess.should_stop():
+        sess.run(tfmon.train.op(train_step))
+  finally:
+    result.update(step=int(global_step.numpy()), chief_hook_runs=_CountRuns.runs,
+                  weights=weights.numpy().ravel().tolist())
+    print('RESULT:' + json.dumps(result), flush=True)
+
+
+if __name__ == '__main__':
+  main(json.loads(sys.argv[1]))
