@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import tensorflow as tf
 
@@ -23,6 +24,17 @@ class _Act(tfmon.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     if run_context.global_step_after == self._step and self._task == TASK:
       os.kill(os.getpid(), getattr(signal, self._signame))
+
+
+class _Sleep(tfmon.train.SessionRunHook):
+  """Makes each run last a while on one worker, so timers in seconds fire."""
+
+  def __init__(self, task, seconds):
+    self._task, self._seconds = task, seconds
+
+  def after_run(self, run_context, run_values):
+    if self._task == TASK:
+      time.sleep(self._seconds)
 
 
 class _CountRuns(tfmon.train.SessionRunHook):
@@ -45,6 +57,10 @@ def main(config):
   with strategy.scope():
     global_step = tfmon.train.get_or_create_global_step()
     weights = tf.Variable(tf.zeros([4, 1]), name='weights')
+    # Saving a sync-on-read variable sums it over the workers: a collective op,
+    # so a save that the workers did not make together would fail or hang.
+    examples = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ,
+                           aggregation=tf.VariableAggregation.SUM, trainable=False)
   # Each worker its own batch, the same at every step.
   features = tf.random.stateless_normal([8, 4], seed=[TASK, 1])
   labels = tf.reduce_sum(features, axis=1, keepdims=True)
@@ -55,6 +71,7 @@ def main(config):
       loss = tf.reduce_mean((features @ weights - labels) ** 2) / 2  # 2 replicas
     grad = tf.distribute.get_replica_context().all_reduce('SUM', tape.gradient(loss, weights))
     weights.assign_sub(0.05 * grad)
+    examples.assign_add(8.0)
     return loss
 
   def train_step():
@@ -69,13 +86,17 @@ def main(config):
            tfmon.train.NanTensorHook('local', fail_on_nan_loss=False)]
   if 'act_at' in config:
     hooks.append(_Act(*config['act_at']))
+  if 'sleep' in config:
+    hooks.append(_Sleep(*config['sleep']))
   chief_only_hooks = [tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=10),
                       _CountRuns()]
   result = {'task': TASK}
   try:
     with tfmon.train.MonitoredTrainingSession(
-        checkpoint_dir=config['train_dir'], checkpoint={'weights': weights},
+        checkpoint_dir=config['train_dir'],
+        checkpoint={'weights': weights, 'examples': examples},
         save_checkpoint_steps=config.get('save_steps', 20),
+        save_checkpoint_secs=config.get('save_secs'),
         hooks=hooks, chief_only_hooks=chief_only_hooks,
         steps_per_loop=config.get('steps_per_loop', 1), strategy=strategy) as sess:
       result['start'] = int(global_step.numpy())

@@ -81,6 +81,23 @@ def test_two_workers_stop_at_the_same_step_with_a_chief_only_hook(tmp_path):
   reader = tf.train.load_checkpoint(str(tmp_path / 'model.ckpt-50'))
   saved = reader.get_tensor('weights/.ATTRIBUTES/VARIABLE_VALUE').ravel().tolist()
   assert saved == pytest.approx(chief['weights'])
+  # A sync-on-read variable is saved as its sum over the workers: 8 each a step.
+  assert reader.get_tensor('examples/.ATTRIBUTES/VARIABLE_VALUE') == 2 * 8 * 50
+
+
+def test_timed_saves_are_made_by_every_worker_at_the_same_step(tmp_path):
+  # The workers' clocks differ; each save sums a sync-on-read variable over
+  # them (a collective op), so a save made by one worker alone would fail.
+  (code0, chief, out0), (code1, worker, out1) = _train(
+      tmp_path, last_step=40, save_steps=None, save_secs=0.25, sleep=[1, 0.03])
+  assert (code0, code1) == (0, 0), out0[-3000:] + out1[-3000:]
+  assert chief['step'] == worker['step'] == 40
+  steps = _checkpoint_steps(tmp_path)
+  assert steps[-1] == 40 and len(steps) >= 3, steps  # max_to_keep=5
+  assert _no_worker_temp(tmp_path)
+  for step in steps:
+    reader = tf.train.load_checkpoint(str(tmp_path / f'model.ckpt-{step}'))
+    assert reader.get_tensor('examples/.ATTRIBUTES/VARIABLE_VALUE') == 16 * step
 
 
 def test_both_resume_from_the_chiefs_checkpoint_and_fused_runs_end_the_same(tmp_path):
