@@ -30,7 +30,7 @@ class RawSession:
   def __init__(self):
     strategy = workers.current()
     # The other workers' agreement, made in every fused call; None in one process.
-    self.agreement = strategy and WorkerAgreement(strategy)
+    self.agreement = WorkerAgreement(strategy) if strategy else None
     self._compiler = CallCompiler(agreement=self.agreement)
     self._last_fused = None  # a multi-worker session's last fused call's args
     # The checkpoint its creator restored, or None.
