@@ -1,0 +1,170 @@
+"""Multi-worker training on local processes: the launcher.
+
+The launcher's tests run tiny Python workers (no TensorFlow), so they take
+seconds.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tfmon.examples import launch
+
+_LAUNCH_PY = launch.__file__  # run as a script, it imports neither tfmon nor TF
+
+
+def _worker(body):
+  """A worker command running `body`, with `index` and `config` (its TF_CONFIG)."""
+  prologue = ('import json, os, signal, sys, time\n'
+              'config = json.loads(os.environ["TF_CONFIG"])\n'
+              'index = config["task"]["index"]\n')
+  return [sys.executable, '-c', prologue + textwrap.dedent(body)]
+
+
+def test_each_worker_gets_its_tf_config_and_its_output_is_prefixed(capfd):
+  code = launch.launch(_worker('''
+      print(json.dumps(config))
+      print(f'worker {index} on stderr', file=sys.stderr)
+      '''), workers=3)
+  assert code == 0
+  out, err = capfd.readouterr()
+  configs = {}
+  for line in out.splitlines():
+    match = re.fullmatch(r'\[worker (\d)\] (\{.*\})', line)
+    assert match, out
+    configs[int(match.group(1))] = json.loads(match.group(2))
+  assert sorted(configs) == [0, 1, 2]
+  cluster = configs[0]['cluster']
+  assert list(cluster) == ['worker'] and len(set(cluster['worker'])) == 3
+  assert all(re.fullmatch(r'localhost:\d+', address) for address in cluster['worker'])
+  for index, config in configs.items():
+    assert config == {'cluster': cluster, 'task': {'type': 'worker', 'index': index}}
+  for index in range(3):
+    assert f'[worker {index}] worker {index} on stderr\n' in err
+
+
+def test_exit_code_is_the_first_failed_worker_s_and_a_signal_death_is_128_plus(capfd):
+  assert launch.launch(_worker('sys.exit({0: 0, 1: 3, 2: 4}[index])'), workers=3) == 3
+  assert 'worker 1 exited with 3, worker 2 exited with 4' in capfd.readouterr().err
+  assert launch.launch(_worker('''
+      if index == 1:
+        os.kill(os.getpid(), signal.SIGTERM)
+      '''), workers=2) == 128 + signal.SIGTERM
+  assert launch.launch(_worker('pass'), workers=1) == 0
+
+
+def test_a_failed_worker_gets_the_others_killed_after_the_grace_time(tmp_path, capfd):
+  pid_file = tmp_path / 'sleeper.pid'
+  start = time.monotonic()
+  code = launch.launch(_worker(f'''
+      if index == 1:
+        sys.exit(2)
+      with open({str(pid_file)!r}, 'w') as f:
+        f.write(str(os.getpid()))
+      time.sleep(120)
+      '''), workers=2, grace_secs=1.0)
+  assert code == 2  # the failed worker's, not the killed one's
+  assert time.monotonic() - start < 30
+  assert 'killing worker(s) [0], still running 1 s after a worker failed' in (
+      capfd.readouterr().err)
+  with pytest.raises(ProcessLookupError):  # killed and reaped
+    os.kill(int(pid_file.read_text()), 0)
+
+
+def _wait_for_files(paths, timeout_secs=30):
+  deadline = time.monotonic() + timeout_secs
+  while not all(os.path.exists(path) for path in paths):
+    assert time.monotonic() < deadline, f'workers did not start: {paths}'
+    time.sleep(0.05)
+
+
+def test_sigterm_to_the_launcher_reaches_every_worker_once(tmp_path):
+  ready = [tmp_path / f'ready_{i}' for i in range(2)]
+  launcher = subprocess.Popen(  # in a process group of its own, as a terminal's job
+      [sys.executable, _LAUNCH_PY, '--workers', '2', '--'] + _worker(f'''
+          signals = []
+          def stop(signum, frame):
+            signals.append(signum)
+          signal.signal(signal.SIGTERM, stop)
+          open(os.path.join({str(tmp_path)!r}, f'ready_{{index}}'), 'w').close()
+          deadline = time.time() + 60
+          while not signals and time.time() < deadline:
+            time.sleep(0.05)
+          time.sleep(0.5)  # a second delivery would arrive by now
+          print(f'signals {{signals}}')
+          sys.exit(10 + index)
+          '''),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      start_new_session=True)
+  try:
+    _wait_for_files(ready)
+    # To the whole group, as a terminal's Ctrl-C: the workers, in groups of
+    # their own, get the signal from the launcher only.
+    os.killpg(launcher.pid, signal.SIGTERM)
+    out, err = launcher.communicate(timeout=30)
+  finally:
+    launcher.kill()
+  assert launcher.returncode == 10, err
+  for index in range(2):
+    assert f'[worker {index}] signals [{int(signal.SIGTERM)}]' in out
+
+
+def test_no_worker_outlives_a_killed_launcher(tmp_path):
+  launcher = subprocess.Popen(
+      [sys.executable, _LAUNCH_PY, '--workers', '2', '--'] + _worker(f'''
+          with open(os.path.join({str(tmp_path)!r}, f'pid_{{index}}'), 'w') as f:
+            f.write(str(os.getpid()))
+          time.sleep(120)
+          '''),
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    pid_files = [tmp_path / f'pid_{i}' for i in range(2)]
+    _wait_for_files(pid_files)
+    time.sleep(0.2)  # the pid is written: the file is complete
+  finally:
+    launcher.kill()
+    launcher.wait()
+  for pid_file in pid_files:
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid):
+      assert time.monotonic() < deadline, f'worker {pid} outlived the launcher'
+      time.sleep(0.05)
+
+
+def _alive(pid):
+  """Whether `pid` runs (an orphan is reaped by init; a zombie counts as dead)."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except FileNotFoundError:
+    return False
+
+
+def test_bad_input_fails_early_naming_the_value(capsys):
+  with pytest.raises(ValueError, match=r'workers=0: give the number of worker '
+                     r'processes, an int >= 1'):
+    launch.launch(['true'], workers=0)
+  with pytest.raises(ValueError, match='command is empty'):
+    launch.launch([], workers=2)
+  with pytest.raises(TypeError, match="command='python train.py' must be a list"):
+    launch.launch('python train.py', workers=2)
+  with pytest.raises(ValueError, match=r'grace_secs=-1'):
+    launch.launch(['true'], workers=2, grace_secs=-1)
+  for argv, message in (
+      (['--workers', '0', '--', 'true'], '--workers 0: give at least 1 worker process'),
+      (['--workers', '2'], 'no command: give the program each worker runs after --'),
+      (['--', 'true'], 'the following arguments are required: --workers')):
+    with pytest.raises(SystemExit) as exit_info:
+      launch.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+  assert launch.main(['--workers', '2', '--', 'no-such-program-tfmon']) == 127
+  assert "cannot run 'no-such-program-tfmon'" in capsys.readouterr().err
