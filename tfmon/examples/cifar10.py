@@ -11,8 +11,19 @@ Data: the real CIFAR-10 from --data_dir (binary or python format), or from
 Keras' dataset cache; with neither, an embedded synthetic CIFAR-shaped dataset,
 announced in the log. The program never needs the network.
 
+Multi-worker training: `--workers N` trains on N local processes under
+`tf.distribute.MultiWorkerMirroredStrategy`. This process then only launches
+them (`tfmon.examples.launch`): each runs this module with the same flags minus
+--workers, with its `TF_CONFIG`, and their log lines come out prefixed by
+`[worker i] `; the exit code is the workers'. A process started with `TF_CONFIG`
+(by this launcher or any other) is a worker: it trains on its shard of the
+training data, --batch_size stays the global batch (each worker takes
+batch_size / N per step), every worker evaluates on its own, and the chief,
+worker 0, writes the checkpoints and TensorBoard logs into --train_dir, from
+which a rerun resumes.
+
   python -m tfmon.examples.cifar10 [--train_dir=DIR] [--data_dir=DIR]
-      [--max_steps=500] [--batch_size=64] [--log_frequency=50]
+      [--max_steps=500] [--batch_size=64] [--log_frequency=50] [--workers=N]
   tensorboard --logdir DIR
 """
 
@@ -31,6 +42,7 @@ import tensorflow as tf
 
 import tfmon
 from tfmon.examples import cifar10_input
+from tfmon.examples import launch
 
 _TRAIN_DIR = flags.DEFINE_string(
     'train_dir', os.path.join(tempfile.gettempdir(), 'cifar10_train'),
@@ -51,9 +63,19 @@ _EVAL_EVERY = flags.DEFINE_integer('eval_every', 250,
 _EVAL_EXAMPLES = flags.DEFINE_integer('eval_examples', 1000,
                                       'Test examples per evaluation (0: all).')
 _LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.05, 'SGD learning rate.')
+_WORKERS = flags.DEFINE_integer(
+    'workers', None, 'Train on N local worker processes (MultiWorkerMirroredStrategy, '
+    'started by tfmon.examples.launch); --batch_size is the global batch.',
+    lower_bound=1)
 flags.register_validator(
     'train_dir', lambda path: not os.path.exists(path) or os.path.isdir(path),
     message='--train_dir names a file: give a directory (created if missing).')
+flags.register_multi_flags_validator(
+    ['batch_size', 'workers'],
+    lambda values: (not values['workers'] or
+                    values['batch_size'] % values['workers'] == 0),
+    message='--batch_size is the global batch, split evenly over --workers: give a '
+    'multiple of the number of workers.')
 
 _WEIGHT_DECAY = 0.004  # the tutorial's wd on local3 and local4
 
@@ -119,9 +141,39 @@ class _LoggerHook(tfmon.train.SessionRunHook):
                  examples_per_sec, sec_per_batch)
 
 
+def multi_worker_strategy():
+  """A MultiWorkerMirroredStrategy if `TF_CONFIG` makes this process a worker.
+
+  Call it before any other TensorFlow work: the strategy configures TensorFlow's
+  runtime for collective ops, which is only possible before it starts.
+
+  Returns:
+    The strategy, or None without `TF_CONFIG` (training in this process alone).
+  """
+  if not os.environ.get('TF_CONFIG'):
+    return None
+  return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def _worker_datasets(data, batch_size, strategy):
+  """Each replica's training batches: its worker's shard, its part of the batch."""
+
+  def dataset_fn(context):  # one call per worker, with the worker's place in it
+    return cifar10_input.train_dataset(
+        data, context.get_per_replica_batch_size(batch_size),
+        num_shards=context.num_input_pipelines, shard_index=context.input_pipeline_id)
+
+  return strategy.distribute_datasets_from_function(dataset_fn)
+
+
 def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=50,
-          eval_every=250, eval_examples=1000, learning_rate=0.05):
+          eval_every=250, eval_examples=1000, learning_rate=0.05, strategy=None):
   """Trains the CIFAR-10 model until global step `max_steps`.
+
+  Args:
+    strategy: A `tf.distribute.Strategy` to train under, such as
+      `multi_worker_strategy()`'s; None trains in this process alone.
+      `batch_size` is the global batch, split over the strategy's replicas.
 
   Returns:
     A dict with the final global step, the steps trained by this run, its
@@ -131,37 +183,60 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
   logging.info('Data: %s (%d train, %d test images).', data.source,
                len(data.train[1]), len(data.test[1]))
   keras.utils.set_random_seed(0)
-  global_step = tfmon.train.get_or_create_global_step()
-  model = inference()
-  optimizer = keras.optimizers.SGD(learning_rate)
-  optimizer.build(model.trainable_variables)  # so a restore fills its state at once
-  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-  batches = iter(cifar10_input.train_dataset(data, batch_size))
+  # TF's default strategy for one process: its run, reduce and dataset calls
+  # return what they are given, so the step is the plain one.
+  if strategy is None:
+    strategy = tf.distribute.get_strategy()
+  with strategy.scope():  # mirrored; every worker makes the same ones in the same order
+    global_step = tfmon.train.get_or_create_global_step()
+    model = inference()
+    optimizer = keras.optimizers.SGD(learning_rate)
+    optimizer.build(model.trainable_variables)  # so a restore fills its state at once
+  # Per example, reduced below: under a strategy of N replicas, Keras' own mean
+  # divides by N once more (for its fit's summing of the replicas' losses).
+  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                       reduction=None)
+  batches = iter(_worker_datasets(data, batch_size, strategy))
+
+  def replica_step(images, labels):
+    # Scaled so that the replicas' gradients, summed by the optimizer, are
+    # those of the global batch's mean loss.
+    with tf.GradientTape() as tape:
+      logits = model(images, training=True)
+      cross_entropy = tf.nn.compute_average_loss(
+          loss_fn(labels, logits), global_batch_size=batch_size)
+      loss = cross_entropy + tf.nn.scale_regularization_loss(  # plus weight decay
+          tf.add_n(model.losses))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return cross_entropy, loss
 
   def train_op():
     images, labels = next(batches)
-    with tf.GradientTape() as tape:
-      logits = model(images, training=True)
-      cross_entropy = loss_fn(labels, logits)
-      loss = cross_entropy + tf.add_n(model.losses)  # plus weight decay
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    per_replica = strategy.run(replica_step, args=(images, labels))
+    cross_entropy, loss = (strategy.reduce('SUM', value, axis=None)
+                           for value in per_replica)
     global_step.assign_add(1)
     tf.summary.scalar('cross_entropy', cross_entropy)
     tf.summary.scalar('total_loss', loss)
-    tf.summary.image('images', images[:3] / 8.0 + 0.5)
+    tf.summary.image('images',
+                     strategy.experimental_local_results(images)[0][:3] / 8.0 + 0.5)
     return {'loss': loss}
 
+  # Outside the strategy's scope, so that each worker evaluates on its own with
+  # no collective op: every worker has the same weights, hence the same results.
   accuracy = keras.metrics.SparseCategoricalAccuracy(name='accuracy')
 
   def eval_step(images, labels):
     logits = model(images, training=False)
     accuracy.update_state(labels, logits)
-    return {'loss': loss_fn(labels, logits)}
+    return {'loss': tf.reduce_mean(loss_fn(labels, logits))}
 
   evaluation = tfmon.train.EvaluationHook(
       eval_step, cifar10_input.eval_dataset(data, 256, eval_examples or None),
-      every_n_steps=eval_every, metrics=[accuracy], summary_dir=train_dir)
+      every_n_steps=eval_every, metrics=[accuracy],
+      # The chief's event files only.
+      summary_dir=train_dir if strategy.extended.should_save_summary else None)
   hooks = [tfmon.train.StopAtStepHook(last_step=max_steps),
            tfmon.train.NanTensorHook('loss'),
            _LoggerHook(log_frequency, batch_size),
@@ -174,7 +249,8 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
       save_checkpoint_steps=max(max_steps // 4, 1),
       save_summaries_steps=log_frequency,
       log_step_count_steps=log_frequency,
-      hooks=hooks) as sess:
+      hooks=hooks,
+      strategy=strategy) as sess:  # a worker's role comes from its TF_CONFIG
     start_step = int(global_step.numpy())
     if start_step:
       logging.info('Resuming from global step %d (checkpoint in %s).', start_step,
@@ -194,13 +270,28 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
   return summary
 
 
+def _worker_command():
+  """The command line of a worker: this module with the flags given, minus --workers."""
+  given = []
+  for name in flags.FLAGS:
+    flag = flags.FLAGS[name]
+    if flag.present and name == flag.name and name != 'workers':  # not a short name
+      given.append(flag.serialize())
+  return [sys.executable, '-m', 'tfmon.examples.cifar10', *given]
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.INFO)
+  if _WORKERS.value is not None:  # this process only launches the workers
+    command = _worker_command()
+    logging.info('Launching %d workers: %s', _WORKERS.value, ' '.join(command))
+    sys.exit(launch.launch(command, _WORKERS.value))
+  strategy = multi_worker_strategy()  # before any other TensorFlow work
   try:
     train(_TRAIN_DIR.value, _DATA_DIR.value, _MAX_STEPS.value, _BATCH_SIZE.value,
           _LOG_FREQUENCY.value, _EVAL_EVERY.value, _EVAL_EXAMPLES.value,
-          _LEARNING_RATE.value)
+          _LEARNING_RATE.value, strategy)
   except cifar10_input.DataError as e:  # found before training: the user's to fix
     sys.exit(f'cifar10: {e}')  # one line, no traceback
 

@@ -173,8 +173,12 @@ def _standardize(image):
   return tf.image.per_image_standardization(image)
 
 
-def train_dataset(data, batch_size, seed=0):
-  """Shuffled, augmented training batches, repeated forever (the tutorial's input)."""
+def train_dataset(data, batch_size, seed=0, num_shards=1, shard_index=0):
+  """Shuffled, augmented training batches, repeated forever (the tutorial's input).
+
+  With `num_shards` > 1 it holds every `num_shards`-th example from
+  `shard_index` on: one worker's share of the training data.
+  """
   images, labels = data.train
 
   def augment(image, label):
@@ -183,7 +187,11 @@ def train_dataset(data, batch_size, seed=0):
       image = tf.image.random_flip_left_right(image)
     return _standardize(image), label
 
-  return (tf.data.Dataset.from_tensor_slices((images, labels))
+  dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+  if num_shards > 1:
+    # First, so that each worker shuffles and augments its own examples only.
+    dataset = dataset.shard(num_shards, shard_index)
+  return (dataset
           .shuffle(len(labels), seed=seed).repeat()
           .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
           .batch(batch_size, drop_remainder=True)
