@@ -8,7 +8,7 @@ What the launcher promises:
 - the workers' output comes out on the launcher's stdout and stderr, each line
   prefixed by `[worker i] ` (`prefix_output=False` leaves their output alone);
 - SIGTERM and SIGINT sent to the launcher are forwarded to every worker, once:
-  the workers run in their own process group, so Ctrl-C in a terminal reaches
+  the workers run in a process group of their own, so Ctrl-C in a terminal reaches
   them through the launcher only (a tfmon session then stops all workers
   gracefully and they exit with 128 + signal);
 - it never hangs on a failed cluster: once a worker exits non-zero, the others
@@ -119,7 +119,9 @@ class _Workers:
           worker_env.setdefault('PYTHONUNBUFFERED', '1')
         self.processes.append(subprocess.Popen(
             command, env=worker_env, stdout=pipe, stderr=pipe,
-            process_group=0,  # signals reach workers through the launcher only
+            # A session (so a process group) of its own: signals reach workers
+            # through the launcher only. (Popen's process_group needs Python 3.11.)
+            start_new_session=True,
             preexec_fn=_die_with_parent if _LIBC is not None else None))
     except BaseException:
       self.kill()
