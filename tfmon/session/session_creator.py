@@ -70,8 +70,9 @@ def _restore_in_turn(session, scaffold, restore):
 def _warn_unused(master, config):
   if master:
     logging.warning(
-        'master=%r is ignored: tfmon runs in this process. For multi-worker '
-        'training pass a tf.distribute strategy.', master)
+        'master=%r is ignored: each worker runs its steps in its own process. '
+        'For multi-worker training create tf.distribute.MultiWorkerMirroredStrategy() '
+        '(TF_CONFIG says where the workers are) and pass it as strategy=.', master)
   if config is not None:
     logging.warning('config is ignored: configure TensorFlow with tf.config instead.')
 
