@@ -2,10 +2,10 @@
 
 import tensorflow as tf
 
+from tfmon import workers
 from tfmon.compiled import CallCompiler
 from tfmon.compiled import fetch_plan
 from tfmon.compiled.worker_agreement import WorkerAgreement
-from tfmon import workers
 
 
 def require_eager():
