@@ -83,7 +83,8 @@ def main(config):
     return {'loss': loss, 'local': local}
 
   hooks = [tfmon.train.StopAtStepHook(last_step=config['last_step']),
-           tfmon.train.NanTensorHook('local', fail_on_nan_loss=False)]
+           tfmon.train.NanTensorHook(
+               'local', fail_on_nan_loss=config.get('fail_on_nan', False))]
   if 'act_at' in config:
     hooks.append(_Act(*config['act_at']))
   if 'sleep' in config:

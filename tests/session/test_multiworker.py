@@ -147,11 +147,19 @@ def test_sigterm_to_one_worker_saves_a_checkpoint_both_resume_from(tmp_path):
   assert [(run[1]['start'], run[1]['step']) for run in resumed] == [(15, 25)] * 2
 
 
-def test_a_killed_worker_ends_the_other_with_an_error_naming_it(tmp_path):
-  # Worker 1 kills itself (SIGKILL) after step 15, in a job that would not stop.
-  (code0, chief, out0), (code1, _, _) = _train(
-      tmp_path, last_step=10**6, act_at=[1, 15, 'SIGKILL'])
-  assert code1 == -9
+@pytest.mark.parametrize('failure, worker_code', [
+    # Worker 1 kills itself (SIGKILL) after step 15.
+    ({'act_at': [1, 15, 'SIGKILL']}, -9),
+    # Worker 1 raises NanLossDuringTrainingError at step 15.
+    ({'nan_at': [1, 15], 'fail_on_nan': True}, 1),
+])
+def test_a_killed_or_failed_worker_ends_the_other_with_an_error_naming_it(
+    tmp_path, failure, worker_code):
+  # In a job that would not stop by itself.
+  (code0, chief, out0), (code1, _, out1) = _train(tmp_path, last_step=10**6, **failure)
+  assert code1 == worker_code, out1[-3000:]
+  if worker_code == 1:
+    assert 'NanLossDuringTrainingError: NaN loss during training.' in out1
   assert code0 == 1
   assert 'UnavailableError: Worker 0 lost worker 1 of its multi-worker strategy' in out0
   assert 'start every worker again: they resume from the latest checkpoint' in out0
