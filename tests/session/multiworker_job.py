@@ -89,8 +89,12 @@ def main(config):
     hooks.append(_Act(*config['act_at']))
   if 'sleep' in config:
     hooks.append(_Sleep(*config['sleep']))
+  count_runs = _CountRuns()
+  # A legacy hook keeps the chief's runs to one step; one that observes fused
+  # runs lets it fuse them too.
+  count_runs.observes_fused_runs = config.get('chief_fuses', False)
   chief_only_hooks = [tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=10),
-                      _CountRuns()]
+                      count_runs]
   result = {'task': TASK}
   try:
     with tfmon.train.MonitoredTrainingSession(

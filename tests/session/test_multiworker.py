@@ -104,14 +104,17 @@ def test_both_resume_from_the_chiefs_checkpoint_and_fused_runs_end_the_same(tmp_
   resumed, fused = tmp_path / 'resumed', tmp_path / 'fused'
   first = _train(resumed, last_step=30)
   assert [run[0] for run in first] == [0, 0], first[0][2][-3000:] + first[1][2][-3000:]
-  # The second run fuses 10 steps per run; only the chief has checkpoints.
+  # The second run fuses up to 10 steps per run, but the chief's legacy hook
+  # sees every step, so every worker runs one; only the chief has checkpoints.
   second = _train(resumed, last_step=50, steps_per_loop=10)
   assert [run[0] for run in second] == [0, 0], second[0][2][-3000:] + second[1][2][-3000:]
   assert [run[1]['start'] for run in second] == [30, 30]
   assert [run[1]['step'] for run in second] == [50, 50]
-  # From scratch, fused: the same steps end with the same weights.
-  whole = _train(fused, last_step=50, steps_per_loop=10)
+  # From scratch, every worker fusing: the same steps end with the same weights.
+  whole = _train(fused, last_step=50, steps_per_loop=10, chief_fuses=True)
   assert [run[0] for run in whole] == [0, 0], whole[0][2][-3000:] + whole[1][2][-3000:]
+  assert [run[1]['chief_hook_runs'] for run in second] == [20, 0]
+  assert whole[0][1]['chief_hook_runs'] < 20  # fused: fewer runs than steps
   for run in second + whole:
     assert run[1]['weights'] == pytest.approx(second[0][1]['weights'], rel=1e-5)
   # v1 timer: the next save is 20 steps after the restored step 30.
