@@ -18,12 +18,7 @@ def count(strategy):
   return max(1, sum(len(jobs[job]) for job in ('chief', 'worker') if job in jobs))
 
 
-def current():
-  """The multi-worker strategy in scope, or None."""
-  return current_or(None)
-
-
-def current_or(strategy):
+def current(strategy=None):
   """`strategy` (else the one in scope) if it spans several workers, else None."""
   if strategy is None:
     strategy = tf.distribute.get_strategy()

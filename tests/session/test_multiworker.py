@@ -3,7 +3,6 @@ processes (tests/session/multiworker_job.py) on localhost ports."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -11,21 +10,14 @@ import pytest
 import tensorflow as tf
 
 import tfmon
+from tfmon.examples import launch
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
 def _start(args, workers=2):
-  hosts = [f'localhost:{_free_port()}' for _ in range(workers)]
   processes = []
-  for index in range(workers):
-    config = {'cluster': {'worker': hosts}, 'task': {'type': 'worker', 'index': index}}
+  for config in launch.tf_configs(launch.free_ports(workers)):
     processes.append(subprocess.Popen(
         [sys.executable, *args], cwd=_ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,

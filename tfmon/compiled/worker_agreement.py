@@ -26,6 +26,8 @@ the session replays its last call (the same collective ops, so the counters
 stay in step), or before any run, a call holding only the all-gather.
 """
 
+import functools
+
 import tensorflow as tf
 
 # Positions in the agreed vector.
@@ -49,8 +51,7 @@ class WorkerAgreement:
 
   def inputs(self):
     """This worker's wishes as call inputs: `(stop, save)` int64 tensors."""
-    return [tf.constant(self.wanted_stop, tf.int64),
-            tf.constant(int(self.wanted_save), tf.int64)]
+    return [_int64(self.wanted_stop), _int64(int(self.wanted_save))]
 
   def agree(self, stop, save, steps, target):
     """Traced: the workers' agreed `(stop, save, steps, target)`, int64 tensors.
@@ -87,3 +88,9 @@ class WorkerAgreement:
       agreed = int(self._barrier(tf.constant(stop, tf.int64)))
     self.agreed_stop = max(self.agreed_stop, agreed)
     return agreed
+
+
+@functools.cache
+def _int64(value):
+  """`value` as a cached int64 tensor: a call's wishes are nearly always 0."""
+  return tf.constant(value, tf.int64)

@@ -167,7 +167,10 @@ class _MonitoredSession:
     # restore) stops the session before its first step.
     self._graceful_stop = graceful_stop.GracefulStop(
         signals, self, _request_stop_at_step_boundary)
-    self._graceful_stop.install(watch_during_runs=steps_per_loop > 1)
+    # A fused run ends early on a signal, except across workers: they agree to
+    # stop at the start of their next call instead (WorkerAgreement).
+    self._graceful_stop.install(
+        watch_during_runs=steps_per_loop > 1 and not self._multi_worker)
     try:
       self._create(session_creator, should_recover, stop_grace_period_secs,
                    steps_per_loop, jit_compile, profile_dir)
@@ -256,9 +259,9 @@ class _MonitoredSession:
 
   def _agree_to_stop(self):
     """Tells the other workers this one stops, once (multi-worker only)."""
-    if not self._multi_worker or self._tf_sess() is None:
+    raw = self._multi_worker and self._tf_sess()
+    if not raw:
       return
-    raw = self._tf_sess()
     signum = self._graceful_stop.signal
     with self._strategy.scope(), self._naming_lost_workers():
       raw.agree_to_stop(1 if signum is None else int(signum))

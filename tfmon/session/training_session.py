@@ -33,7 +33,7 @@ def _is_chief(is_chief, strategy):
   """
   if is_chief is not None:
     arg_checks.check_bool(is_chief, 'is_chief')
-  strategy = workers.current_or(strategy)
+  strategy = workers.current(strategy)
   if strategy is None:
     return True if is_chief is None else is_chief
   chief = workers.is_chief(strategy)
@@ -160,7 +160,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     session_creator = WorkerSessionCreator(
         scaffold=scaffold, master=master, config=config,
         max_wait_secs=max_wait_secs, checkpoint_dir=checkpoint_dir)
-    if save_checkpoints and workers.current_or(strategy) is not None:
+    if save_checkpoints and workers.current(strategy) is not None:
       hooks = [CheckpointSaverHook(
           checkpoint_dir, save_steps=save_checkpoint_steps,
           save_secs=save_checkpoint_secs, scaffold=scaffold, max_to_keep=1)] + hooks
