@@ -157,7 +157,7 @@ class EvaluationHook(SessionRunHook):
   """Evaluates a step function over a validation dataset every N steps or seconds.
 
   Each evaluation runs `eval_step` on every batch of `dataset` in one compiled
-  call (a `tf.data` reduce over a fresh iterator of the dataset, so the training
+  call (a loop over a fresh iterator of the dataset, so the training
   input is never touched and every evaluation sees the whole dataset), and
   aggregates two kinds of results:
 
@@ -421,20 +421,29 @@ class EvaluationHook(SessionRunHook):
     for metric in self._metrics.values():
       metric.reset_state()
 
-    def accumulate(state, element):
-      sums, examples = state
+    def accumulate(sums, examples, element):
       outputs = self._eval_function(*_eval_arguments(element)) or {}
       size = tf.cast(_batch_size(element), tf.float64)
       sums = {key: sums[key] + size * _as_scalar(
           outputs[key], f'eval_step result {key!r}') for key in self._eval_keys}
       return sums, examples + size
 
-    # Dataset.reduce (what autograph makes of `for batch in dataset`) creates a
-    # fresh iterator on every call: each evaluation sees the whole dataset and
-    # the training input is not touched.
+    # A fresh iterator on every call, so each evaluation sees the whole dataset
+    # and the training input is not touched. A while_loop over it rather than
+    # Dataset.reduce (what autograph makes of `for batch in dataset`): reduce
+    # runs eval_step as a tf.data function, which TensorFlow instantiates and
+    # optimizes again at every call (+0.5 s an evaluation on ResNet-50).
+    iterator = iter(self._dataset)
+
+    def body(sums, examples, element):
+      sums, examples = accumulate(sums, examples, element.get_value())
+      return sums, examples, iterator.get_next_as_optional()
+
     initial = ({key: tf.constant(0., tf.float64) for key in self._eval_keys},
-               tf.constant(0., tf.float64))
-    sums, examples = self._dataset.reduce(initial, accumulate)
+               tf.constant(0., tf.float64), iterator.get_next_as_optional())
+    sums, examples, _ = tf.while_loop(
+        lambda sums, examples, element: element.has_value(), body, initial,
+        parallel_iterations=1)
     return {
         'sums': sums,
         'examples': examples,
