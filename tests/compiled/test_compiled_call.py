@@ -290,3 +290,34 @@ def test_variables_a_step_creates_are_reported_before_it_first_runs(sess):
   assert sess.run([step, 'sum'])[1] == 36.0
   assert reported == ['reported/weights:0']  # once, though two functions were built
   assert [v.name for v in sess.step_variables] == ['reported/weights:0']
+
+
+def test_work_alongside_the_next_call_runs_after_its_trace_in_another_thread(sess):
+  events = []
+  counter = tf.Variable(0)
+
+  def step():
+    events.append('trace')
+    return counter.assign_add(1)
+
+  def work():
+    events.append('work')
+    return threading.current_thread()
+
+  pending = sess.alongside_next_call(work)
+  assert events == []  # queued, not started
+  assert sess.run(step) == 1
+  assert events == ['trace', 'work']  # after the trace: it would share the GIL
+  assert pending.result() is not threading.main_thread()
+
+  # Nothing started it: result() runs it in the caller's thread.
+  assert sess.alongside_next_call(work).result() is threading.main_thread()
+
+  # Its exception is the run's, once the call has run.
+  failing = sess.alongside_next_call(lambda: 1 / 0)
+  with pytest.raises(ZeroDivisionError):
+    sess.run(step)
+  assert counter.numpy() == 2
+  with pytest.raises(ZeroDivisionError):
+    failing.result()
+  assert sess.run(step) == 3  # nothing left queued

@@ -1,6 +1,7 @@
 """EvaluationHook: what it computes and when, what it writes, what it leaves alone."""
 
 import logging
+import threading
 
 import keras
 import numpy as np
@@ -301,13 +302,39 @@ def test_constructor_errors():
     (lambda x, y: {'accuracy': 1.}, {'accuracy': keras.metrics.Mean()}, ValueError,
      "returned 'accuracy', which is also the name of a metric"),
 ])
-def test_bad_eval_step_results_fail_at_session_creation(eval_step, metrics, error,
-                                                        message):
-  tfmon.train.get_or_create_global_step()
+def test_bad_eval_step_results_fail_the_first_run(eval_step, metrics, error,
+                                                  message):
+  global_step = tfmon.train.get_or_create_global_step()
   _, _, dataset = _validation_data()
-  evaluation = EvaluationHook(eval_step, dataset, metrics=metrics)
-  with pytest.raises(error, match=message):
+  evaluation = EvaluationHook(eval_step, dataset, metrics=metrics, at_end=False)
+  with tfmon.train.MonitoredSession(hooks=[evaluation]) as session:
+    with pytest.raises(error, match=message):
+      session.run(tfmon.train.op(lambda: global_step.assign_add(1)))
+  with pytest.raises(error, match=message):  # known bad: at the next creation
     tfmon.train.MonitoredSession(hooks=[evaluation])
+  with pytest.raises(error, match=message):  # with at_start, at creation
+    tfmon.train.MonitoredSession(hooks=[EvaluationHook(
+        eval_step, dataset, metrics=metrics, at_start=True)])
+
+
+def test_eval_step_is_traced_during_the_first_run_in_another_thread():
+  job = Job()
+  _, _, dataset = _validation_data()
+  threads = []
+
+  def eval_step(features, labels):
+    threads.append(threading.current_thread())
+    return {'loss': job.loss_fn(labels, job.model(features, training=False))}
+
+  evaluation = EvaluationHook(eval_step, dataset, every_n_steps=2)
+  with tfmon.train.MonitoredSession(hooks=[evaluation]) as session:
+    assert not threads  # not at creation: that would delay the first step
+    session.run(job.step)
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    assert evaluation.metric_names == ['loss']
+    session.run(job.step)
+    assert list(evaluation.results_by_step) == [2]
+  assert len(threads) == 1
 
 
 def test_an_eval_step_that_changes_the_global_step_is_an_error():

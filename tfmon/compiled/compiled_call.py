@@ -40,6 +40,7 @@ from tensorflow.python.eager import execute
 from tensorflow.python.eager import record
 from tensorflow.python.eager.polymorphic_function import atomic_function
 
+from tfmon.compiled import alongside
 from tfmon.compiled import fetch_plan
 from tfmon.compiled.step_graph import StepGraph
 
@@ -210,11 +211,14 @@ class CompiledCall:
       WorkerAgreement: each call starts by agreeing with the other workers, and
       the local stop flag is not read (a worker ending its loop alone would
       leave the others blocked in a collective).
+    alongside: The compiler's list of Pending work for the next call (see
+      CallCompiler.alongside_next_call), shared by its families.
   """
 
   def __init__(self, steps, loop_count, feed_keys, summaries, global_step,
-               stop_flag=None, on_variables=None, agreement=None):
+               stop_flag=None, on_variables=None, agreement=None, alongside=None):
     self._steps = steps
+    self._alongside = alongside if alongside is not None else []
     self._agreement = agreement
     # Called with the variables of the step graphs before a new function runs.
     self._on_variables = on_variables or (lambda traces: None)
@@ -308,7 +312,10 @@ class CompiledCall:
     if value_before is None and counted is not None and (
         compiled.global_step_index is None or _GLOBAL_STEP_BEFORE in layout):
       value_before = int(counted.numpy())  # calls we did not make moved it
-    outputs = compiled.call(tensors)
+    if self._alongside:
+      outputs = alongside.call_alongside(self._alongside, compiled.call, tensors)
+    else:
+      outputs = compiled.call(tensors)
     if summaries is not None and summaries.write_graph:
       with summaries.writer.as_default():
         tf.summary.graph(compiled.graph_to_write)
@@ -633,6 +640,22 @@ class CallCompiler:
     self._stop = None  # the fused loops' stop flag, made with the first of them
     self._variables = {}  # id -> every variable a traced step reads or writes
     self._variable_listeners = []
+    self._alongside = []  # Pending work for the next compiled call
+
+  def alongside_next_call(self, work):
+    """Runs `work()` in a thread while the next compiled function runs.
+
+    Started once that call's traces are done, just before TensorFlow runs it;
+    the run waits for `work` and raises its exception, unless the call raised
+    its own. See the `alongside` module.
+
+    Returns:
+      An alongside.Pending; its `result()` returns what `work` returned, and
+      runs it in the caller's thread if no call has started it.
+    """
+    pending = alongside.Pending(work)
+    self._alongside.append(pending)
+    return pending
 
   def add_variable_listener(self, listener):
     """Calls `listener(variables)` with the variables step functions use.
@@ -787,7 +810,7 @@ class CallCompiler:
       family = CompiledCall(
           steps, plan.loop_step_count, plan.feed_keys, summaries, global_step,
           self._stop_flag() if fused and agreement is None else None,
-          self._report_variables, agreement)
+          self._report_variables, agreement, self._alongside)
       self._families[key] = family
     return family
 

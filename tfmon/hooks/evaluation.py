@@ -180,8 +180,10 @@ class EvaluationHook(SessionRunHook):
   element (a dict, a tensor) is passed whole, `eval_step(batch)`. It must not
   change training state: it should call the model with `training=False` and
   never apply gradients or increment the global step (the hook checks the
-  latter). It is traced once per hook, when the session is created (which
-  checks what it returns before training starts), and then reused.
+  latter). It is traced once per hook and then reused: during the session's
+  first run, alongside TensorFlow's optimization of the training step (so a
+  bad return value fails that run), or at creation with `at_start` or under
+  a distribution strategy.
 
   Evaluation triggers on the post-step global step, as v1's periodic hooks do:
   the timer starts when the session is created, so `every_n_steps=100` from step
@@ -269,6 +271,7 @@ class EvaluationHook(SessionRunHook):
         else tf.function(eval_step))
     self._eval_step_name = describe(eval_step)
     self._eval_keys = None  # the names eval_step returns, known once traced
+    self._trace = None  # the Pending trace of eval_step, while not awaited
     self._timer = None
     self._every_n_steps = every_n_steps
     if every_n_steps is not None or every_n_secs is not None:
@@ -303,9 +306,16 @@ class EvaluationHook(SessionRunHook):
   @property
   def metric_names(self):
     """The sorted result names (without 'global_step'), or None before the session."""
-    if self._eval_keys is None:
+    if self._traced_keys() is None:
       return None
     return sorted(list(self._eval_keys) + list(self._metrics))
+
+  def _traced_keys(self):
+    """The names eval_step returns, waiting for its trace if it is under way."""
+    if self._trace is not None:
+      self._eval_keys = self._trace.result()  # raises again if asked again
+      self._trace = None
+    return self._eval_keys
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('EvaluationHook')
@@ -316,8 +326,13 @@ class EvaluationHook(SessionRunHook):
     self._last_evaluated_step = None
 
   def after_create_session(self, session, coord):
-    if self._eval_keys is None:
-      self._eval_keys = self._trace_eval_step()
+    if self._traced_keys() is None:  # an earlier session's failed trace raises
+      if self._at_start or tf.distribute.has_strategy():
+        self._eval_keys = self._trace_eval_step()
+      else:
+        # Traced while TensorFlow optimizes the first training call's graph,
+        # which leaves Python idle: free, where tracing here delays training.
+        self._trace = session.alongside_next_call(self._trace_eval_step)
     global_step = int(session.run(self._global_step_tensor))
     if self._writer is not None:
       if (self._at_start or self._at_end) and self._last_evaluated_step is None:
@@ -453,6 +468,7 @@ class EvaluationHook(SessionRunHook):
 
   def _evaluate(self, session, global_step):
     """Runs one evaluation at `global_step`, then logs, records and keeps its results."""
+    self._traced_keys()
     outputs = session.run(self._evaluation_loop)
     examples = float(outputs['examples'])
     if examples == 0:
