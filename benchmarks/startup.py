@@ -23,7 +23,11 @@ Models and duties:
     tf1     TF1 graph mode, MonitoredTrainingSession with the same hooks and a
             hand-written evaluation hook, the model from tf_keras (Keras 2, which
             still builds in graph mode; `pip install tf-keras`, else the variant
-            is skipped).
+            is skipped);
+    tfmon-tfk  tfmon as above on the model and optimizer the tf1 variant runs
+            (tf_keras' ResNet-50, whose batch norm is one fused op where Keras
+            3's is several; tf.compat.v1.train.GradientDescentOptimizer): not
+            a target, it tells tfmon's cost from the model code's.
   cifar10   TensorFlow's CIFAR-10 tutorial (cifar10.inference, tf.nn ops, batch
             128 of 24x24 crops, weight decay, activation histograms) with its
             cifar10_train.py duties: MonitoredTrainingSession defaults, its
@@ -43,7 +47,8 @@ import tempfile
 import time
 
 MILESTONES = (10, 100, 300)
-VARIANTS = {'resnet50': ('tfmon', 'keras', 'tf1'), 'cifar10': ('tfmon', 'tf1')}
+VARIANTS = {'resnet50': ('tfmon', 'keras', 'tf1', 'tfmon-tfk'),
+            'cifar10': ('tfmon', 'tf1')}
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -148,15 +153,23 @@ class _CifarTutorialModel:
 # --- The variants, each run in its own worker process. ---
 
 
-def _tfmon_resnet(directory):
-  import keras  # pylint: disable=g-import-not-at-top
+def _tfmon_resnet(directory, tf1_model=False):
+  """The tfmon variant; with `tf1_model`, on the model and optimizer TF1 runs."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tfmon  # pylint: disable=g-import-not-at-top
+  if tf1_model:
+    try:
+      import tf_keras as keras  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      raise Unavailable('needs tf_keras (Keras 2): pip install tf-keras') from None
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.01)
+  else:
+    import keras  # pylint: disable=g-import-not-at-top
+    optimizer = keras.optimizers.SGD(0.01)
   global_step = tfmon.train.get_or_create_global_step()
   model = keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
                                       classes=10)
-  optimizer = keras.optimizers.SGD(0.01)
   dataset, held_out = _resnet_data(tf, np)
   batches = iter(dataset)
 
@@ -377,6 +390,7 @@ def _cifar10(directory, graph_mode):
 
 _WORKERS = {
     ('resnet50', 'tfmon'): _tfmon_resnet,
+    ('resnet50', 'tfmon-tfk'): lambda d: _tfmon_resnet(d, tf1_model=True),
     ('resnet50', 'keras'): _keras_resnet,
     ('resnet50', 'tf1'): _tf1_resnet,
     ('cifar10', 'tfmon'): lambda d: _cifar10(d, graph_mode=False),
@@ -451,6 +465,12 @@ def _print_table(model, rounds, results, skipped):
         ratios = ', '.join(f'step {m}: {t / o:.3f}'
                            for m, t, o in zip(MILESTONES, tfmon, theirs))
         print(f'  tfmon time / {other} time (target <= 1.0): {ratios}')
+  if 'tfmon-tfk' in results and 'tf1' in results:
+    same_model, tf1 = ([statistics.median(run[m] for run in results[v])
+                        for m in MILESTONES] for v in ('tfmon-tfk', 'tf1'))
+    ratios = ', '.join(f'step {m}: {t / o:.3f}'
+                       for m, t, o in zip(MILESTONES, same_model, tf1))
+    print(f'  on the model TF1 runs, tfmon time / tf1 time: {ratios}')
 
 
 def main():
