@@ -5,8 +5,11 @@ optimization; on a big model both take seconds, and a short run pays them every
 time it starts. Each variant runs in a fresh process (`python -m
 benchmarks.startup --worker ...`), timed from just before the parent starts it
 (imports, model building, session creation, tracing and graph optimization
-included) to the moment each milestone step is done. Variants run one at a time,
-in an order rotated every round; the table shows each variant's median.
+included) to the moment each milestone's training step is done: the reporter is
+each variant's first hook or callback, so duties due at that step (the
+evaluation at step 100, the checkpoint at step 300) count toward the next
+milestone alike in every variant. Variants run one at a time, in an order
+rotated every round; the table shows each variant's median.
 
 Models and duties:
   resnet50  `keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
@@ -19,7 +22,8 @@ Models and duties:
             NanTensorHook, StopAtStepHook, EvaluationHook;
     keras   Model.fit, 3 epochs of 100 steps, validation every epoch, with
             ModelCheckpoint, TensorBoard (every 100 batches), TerminateOnNaN and a
-            logging callback;
+            logging callback that also saves the weights at the start, as
+            MonitoredTrainingSession does;
     tf1     TF1 graph mode, MonitoredTrainingSession with the same hooks and a
             hand-written evaluation hook, the model from tf_keras (Keras 2, which
             still builds in graph mode; `pip install tf-keras`, else the variant
@@ -193,11 +197,10 @@ def _tfmon_resnet(directory, tf1_model=False):
            tfmon.train.StopAtStepHook(last_step=MILESTONES[-1]),
            tfmon.train.EvaluationHook(
                eval_step, tf.data.Dataset.from_tensor_slices(held_out).batch(32),
-               every_n_steps=100, at_end=False, summary_dir=directory),
-           _TfmonMilestones(tfmon)]
+               every_n_steps=100, at_end=False, summary_dir=directory)]
   with tfmon.train.MonitoredTrainingSession(
       checkpoint_dir=directory, checkpoint={'model': model, 'optimizer': optimizer},
-      hooks=hooks) as sess:
+      hooks=hooks, chief_only_hooks=[_TfmonMilestones(tfmon)]) as sess:
     while not sess.should_stop():
       sess.run(tfmon.train.op(train_step))
 
@@ -229,11 +232,25 @@ def _keras_resnet(directory):
                 loss='sparse_categorical_crossentropy')
   dataset, held_out = _resnet_data(tf, np)
 
-  class LogAndReport(keras.callbacks.Callback):
+  class Report(keras.callbacks.Callback):
+    """Reports milestones: the first callback, as the milestone hooks are first."""
+
+    def on_train_begin(self, logs=None):
+      self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+      self.steps += 1
+      if self.steps in MILESTONES:
+        _report(self.steps)
+
+  class LogAndSaveAtStart(keras.callbacks.Callback):
+    """The loss every 50 steps and the step rate every 100, as the hooks log
+    them, and the checkpoint MonitoredTrainingSession writes before training."""
 
     def on_train_begin(self, logs=None):
       self.steps = 0
       self.last = time.time()
+      self.model.save_weights(os.path.join(directory, 'start.weights.h5'))
 
     def on_train_batch_end(self, batch, logs=None):
       self.steps += 1
@@ -243,17 +260,16 @@ def _keras_resnet(directory):
         now = time.time()
         logging.info('global_step/sec: %g', 100 / (now - self.last))
         self.last = now
-      if self.steps in MILESTONES:
-        _report(self.steps)
 
   model.fit(dataset, epochs=3, steps_per_epoch=100,
             validation_data=tf.data.Dataset.from_tensor_slices(held_out).batch(32),
             verbose=0, callbacks=[
+                Report(),
                 keras.callbacks.ModelCheckpoint(
                     os.path.join(directory, 'model.weights.h5'),
                     save_weights_only=True, save_freq=MILESTONES[-1]),
                 keras.callbacks.TensorBoard(directory, update_freq=100),
-                keras.callbacks.TerminateOnNaN(), LogAndReport()])
+                keras.callbacks.TerminateOnNaN(), LogAndSaveAtStart()])
 
 
 def _tf1_resnet(directory):
@@ -295,10 +311,10 @@ def _tf1_resnet(directory):
 
   hooks = [v1.train.LoggingTensorHook({'loss': loss}, every_n_iter=50),
            v1.train.NanTensorHook(loss),
-           v1.train.StopAtStepHook(last_step=MILESTONES[-1]), EvalHook(),
-           _Tf1Milestones(v1)]
-  with v1.train.MonitoredTrainingSession(checkpoint_dir=directory,
-                                         hooks=hooks) as sess:
+           v1.train.StopAtStepHook(last_step=MILESTONES[-1]), EvalHook()]
+  with v1.train.MonitoredTrainingSession(
+      checkpoint_dir=directory, hooks=hooks,
+      chief_only_hooks=[_Tf1Milestones(v1)]) as sess:
     while not sess.should_stop():
       sess.run(train_op)
 
@@ -459,7 +475,7 @@ def _print_table(model, rounds, results, skipped):
   if 'tfmon' in results:
     tfmon = [statistics.median(run[m] for run in results['tfmon']) for m in MILESTONES]
     for other in results:
-      if other != 'tfmon':
+      if other not in ('tfmon', 'tfmon-tfk'):
         theirs = [statistics.median(run[m] for run in results[other])
                   for m in MILESTONES]
         ratios = ', '.join(f'step {m}: {t / o:.3f}'
