@@ -310,14 +310,19 @@ def test_work_alongside_the_next_call_runs_after_its_trace_in_another_thread(ses
   assert events == ['trace', 'work']  # after the trace: it would share the GIL
   assert pending.result() is not threading.main_thread()
 
-  # Nothing started it: result() runs it in the caller's thread.
+  # Nothing started it: result() runs it in the caller's thread, and the next
+  # run neither runs it again nor raises what it raised.
   assert sess.alongside_next_call(work).result() is threading.main_thread()
+  with pytest.raises(ZeroDivisionError):
+    sess.alongside_next_call(lambda: 1 / 0).result()
+  assert sess.run(step) == 2
+  assert events == ['trace', 'work', 'work']
 
   # Its exception is the run's, once the call has run.
   failing = sess.alongside_next_call(lambda: 1 / 0)
   with pytest.raises(ZeroDivisionError):
     sess.run(step)
-  assert counter.numpy() == 2
+  assert counter.numpy() == 3
   with pytest.raises(ZeroDivisionError):
     failing.result()
-  assert sess.run(step) == 3  # nothing left queued
+  assert sess.run(step) == 4  # nothing left queued

@@ -21,12 +21,14 @@ class Pending:
     self._value = self._error = None
 
   def start(self):
-    """Starts the work in a thread, unless it was started or done already."""
+    """Starts the work in a thread; False if it was started or done already."""
     with self._lock:
-      if self._thread is None and not self._done:
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name='tfmon-alongside-call')
-        self._thread.start()
+      if self._thread is not None or self._done:
+        return False
+      self._thread = threading.Thread(target=self._run, daemon=True,
+                                      name='tfmon-alongside-call')
+      self._thread.start()
+      return True
 
   def _run(self):
     try:
@@ -55,18 +57,17 @@ class Pending:
 def call_alongside(queued, call, *args):
   """Returns `call(*args)`, running the `queued` Pendings (emptied) meanwhile.
 
-  Waits for them before returning, and raises the first one's exception unless
-  the call raised its own (then theirs wait for `result()`).
+  Waits for those it started before returning, and raises the first one's
+  exception unless the call raised its own (then theirs wait for `result()`).
+  Work someone already ran through `result()` is not run, nor raised, again.
   """
-  pending = list(queued)
+  started = [work for work in queued if work.start()]
   queued.clear()
-  for work in pending:
-    work.start()
   try:
     results = call(*args)
   finally:
-    for work in pending:
+    for work in started:
       work.wait()
-  for work in pending:
+  for work in started:
     work.result()
   return results
