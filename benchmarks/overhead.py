@@ -11,6 +11,8 @@ only same-round ratios mean anything):
       (the issue's "cost growth" target: at most 5% slower than (b));
   (e1) (b) plus one such hook: (e) / (e1) is what the 49 others cost, apart
       from the fixed cost of any hook that declares when it needs a run.
+(b), (e) and (e1) train one model with one step function, so that their ratios
+measure the hooks, not the model instance.
 
 Prints, per model, the median steps/sec of each variant and the median of the
 per-round ratios to (a).
@@ -111,9 +113,14 @@ def _variants(model_fn):
     for _ in range(n):
       plain_step()
 
-  # Each session gets its own global step registered in TF's registry.
-  def session_variant(make_session):
-    step, global_step, checkpoint = make_step(model_fn)
+  # (b), (e) and (e1) share one step, model and global step, so that (e)/(b)
+  # measures the idle hooks: TensorFlow runs identical graphs of different model
+  # instances up to ±5% apart on this box, as much as the target's margin.
+  shared = make_step(model_fn)
+
+  # Each session registers its global step in TF's registry.
+  def session_variant(make_session, made=None):
+    step, global_step, checkpoint = made or make_step(model_fn)
     tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP, global_step)
     sess = make_session(checkpoint)
@@ -134,7 +141,7 @@ def _variants(model_fn):
   return {
       '(a) plain tf.function loop': plain,
       '(b) MonitoredSession, no hooks': session_variant(
-          lambda _: tfmon.train.MonitoredSession()),
+          lambda _: tfmon.train.MonitoredSession(), shared),
       '(c) + StopAtStepHook, loss every step': session_variant(
           lambda _: tfmon.train.MonitoredSession(hooks=[
               tfmon.train.StopAtStepHook(last_step=10**12), _FetchLossEveryStep()])),
@@ -142,10 +149,11 @@ def _variants(model_fn):
       '(e) (b) + 50 idle hooks': session_variant(
           lambda _: tfmon.train.MonitoredSession(hooks=[
               tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=1000)
-              for _ in range(50)])),
+              for _ in range(50)]), shared),
       '(e1) (b) + 1 idle hook': session_variant(
           lambda _: tfmon.train.MonitoredSession(hooks=[
-              tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=1000)])),
+              tfmon.train.LoggingTensorHook({'loss': 'loss'}, every_n_iter=1000)]),
+          shared),
   }
 
 
