@@ -2,6 +2,8 @@
 
 import logging
 import os
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -303,3 +305,14 @@ def test_values_estimator_accepts_are_accepted():
   stop = early_stopping.stop_if_no_decrease_hook(evaluation, 'loss', 4e0,
                                                  min_steps=0., run_every_secs=0)
   assert _train(global_step, [evaluation, stop]) == 8  # as with run_every_steps=1
+
+
+def test_importing_tfmon_leaves_tensorboards_event_file_loader_unloaded():
+  # The loader brings TensorBoard's TF stub (and boto3 where it is installed):
+  # ~70 ms at every job's start, for reading eval event files that few jobs do.
+  code = ('import sys, tfmon\n'
+          "print('tensorboard.backend.event_processing.event_file_loader' in sys.modules)\n")
+  result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=120, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.split()[-1] == 'False'

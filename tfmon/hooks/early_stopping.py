@@ -14,8 +14,6 @@ import operator
 import os
 
 from tfmon import tf_logging as logging
-from tensorboard.backend.event_processing import event_file_loader
-from tensorboard.compat.proto import event_pb2
 import tensorflow as tf
 
 from tfmon.training_util import require_global_step
@@ -57,6 +55,9 @@ def read_eval_metrics(eval_dir):
   Returns:
     An `OrderedDict` from global step to a dict from tag to float, sorted by step.
   """
+  # Imported here: TensorBoard's loader brings its TF stub (and boto3 where it is
+  # installed), ~70 ms that every `import tfmon` would pay at a job's start.
+  from tensorboard.backend.event_processing import event_file_loader  # pylint: disable=g-import-not-at-top
   eval_metrics_dict = collections.defaultdict(dict)
   eval_dir = os.fspath(eval_dir)
   # tf.io.gfile, as Estimator's gfile.Glob: eval_dir may be on GCS or HDFS.
@@ -64,7 +65,7 @@ def read_eval_metrics(eval_dir):
                                                          _EVENT_FILE_GLOB_PATTERN))):
     for event in event_file_loader.LegacyEventFileLoader(event_file).Load():
       if (event.HasField('session_log') and
-          event.session_log.status == event_pb2.SessionLog.START):
+          event.session_log.status == tf.compat.v1.SessionLog.START):
         for step in [step for step in eval_metrics_dict if step >= event.step]:
           del eval_metrics_dict[step]
       if not event.HasField('summary'):
