@@ -33,7 +33,8 @@ Models and duties:
             3's is several; tf.compat.v1.train.GradientDescentOptimizer): not
             a target, it tells tfmon's cost from the model code's.
   cifar10   TensorFlow's CIFAR-10 tutorial (cifar10.inference, tf.nn ops, batch
-            128 of 24x24 crops, weight decay, activation histograms) with its
+            128 of 24x24 crops, weight decay, activation histograms and
+            scalars through tf.compat.v1.summary, in both variants) with its
             cifar10_train.py duties: MonitoredTrainingSession defaults, its
             `_LoggerHook` (a v1 hook fetching the loss every run, logging every
             10), StopAtStepHook and NanTensorHook. Variants tfmon and tf1.
@@ -387,7 +388,10 @@ def _cifar10(directory, graph_mode):
     def train_op():
       images, labels = next(batches)
       with tf.GradientTape() as tape:
-        total = model.loss(images, labels, tf.summary)
+        # The tutorial's own summary calls, v1's (SPEC section 7): TF2's
+        # tf.summary.histogram buckets with a float64 one_hot of the whole tensor
+        # (conv1's 4.7M activations: a 1.1 GB tensor, ~1 s a recording step).
+        total = model.loss(images, labels, v1.summary)
       optimizer.apply_gradients(zip(tape.gradient(total, model.variables),
                                     model.variables))
       global_step.assign_add(1)
