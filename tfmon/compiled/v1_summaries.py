@@ -127,7 +127,10 @@ def written_on_record_steps(record, stamp):
   with _swap_lock:  # one trace at a time swaps the module's functions
     originals = {name: getattr(module, name) for name in _REPLACED}
     for name in _REPLACED:
-      setattr(module, name, getattr(replacements, name))
+      # Called from the user's autograph-converted step: not converted in turn
+      # (tfmon's code has no tensor-dependent Python control flow).
+      setattr(module, name, tf.autograph.experimental.do_not_convert(
+          getattr(replacements, name)))
     try:
       yield
     finally:
