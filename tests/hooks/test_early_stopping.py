@@ -309,7 +309,7 @@ def test_values_estimator_accepts_are_accepted():
 
 def test_importing_tfmon_leaves_tensorboards_event_file_loader_unloaded():
   # The loader brings TensorBoard's TF stub (and boto3 where it is installed):
-  # ~70 ms at every job's start, for reading eval event files that few jobs do.
+  # ~90 ms at every job's start, for reading eval event files that few jobs do.
   code = ('import sys, tfmon\n'
           "print('tensorboard.backend.event_processing.event_file_loader' in sys.modules)\n")
   result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,

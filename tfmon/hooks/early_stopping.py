@@ -56,7 +56,7 @@ def read_eval_metrics(eval_dir):
     An `OrderedDict` from global step to a dict from tag to float, sorted by step.
   """
   # Imported here: TensorBoard's loader brings its TF stub (and boto3 where it is
-  # installed), ~70 ms that every `import tfmon` would pay at a job's start.
+  # installed), ~90 ms that every `import tfmon` would pay at a job's start.
   from tensorboard.backend.event_processing import event_file_loader  # pylint: disable=g-import-not-at-top
   eval_metrics_dict = collections.defaultdict(dict)
   eval_dir = os.fspath(eval_dir)
