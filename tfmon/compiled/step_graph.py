@@ -21,6 +21,7 @@ the traced graph, so a name first asked for after the trace retraces it once.
 """
 
 import contextlib
+import functools
 import inspect
 import numbers
 
@@ -51,7 +52,9 @@ def _call(fn, kwargs):
   return fn(**kwargs)
 
 
-_converted_call = None  # `_call` converted by autograph, made on first use
+@functools.cache  # converted once, on first use: not at `import tfmon`
+def _converted_call():
+  return tf.autograph.to_graph(_call)
 
 
 def _autograph_converted(fn):
@@ -62,13 +65,10 @@ def _autograph_converted(fn):
   converted, `do_not_convert` is honoured, and what autograph cannot convert runs
   as it is, with its warning.
   """
-  global _converted_call
-  if _converted_call is None:
-    _converted_call = tf.autograph.to_graph(_call)
 
   def call(**kwargs):
     try:
-      return _converted_call(fn, kwargs)
+      return _converted_call()(fn, kwargs)
     except Exception as e:  # pylint: disable=broad-except
       # As tf.function does: the error re-raised with the user's code in its
       # message ("in user code: ... in step") rather than autograph's.
