@@ -426,6 +426,10 @@ class EvaluationHook(SessionRunHook):
             f'name of a metric in metrics ({self._metrics[key]!r}). Rename one.')
     return tuple(sorted(outputs))
 
+  # tfmon's own loop, a tf.while_loop already: autograph converting it (the
+  # session converts the step functions it runs) would only cost trace time.
+  # eval_step is a tf.function of its own, which converts it.
+  @tf.autograph.experimental.do_not_convert
   def _evaluation_loop(self):
     """The step function of an evaluation: one pass over the dataset.
 
