@@ -607,7 +607,7 @@ def _pack(structure, flat_results):
 
 def _pack_node(node, results):
   # A module-level function, not a closure: a recursive closure is a reference
-  # cycle, and one per run kept Python's garbage collector busy (BUILD_NOTES.md).
+  # cycle, and one per run kept Python's garbage collector busy.
   node_type = type(node)
   if node_type is list:
     return [_pack_node(child, results) for child in node]
