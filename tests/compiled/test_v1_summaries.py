@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
@@ -68,6 +69,53 @@ def test_v1_summaries_record_only_the_last_step_of_a_fused_run(tmp_path):
       sess.run(tfmon.train.op(step))
   assert event_files.simple_values(tmp_path, 'train/loss') == {
       1: 4.0, 5: 20.0, 9: 36.0}
+
+
+def test_what_only_a_summary_uses_runs_on_recording_steps_only(tmp_path):
+  # As in TF1, which computed a summary's inputs only when a hook fetched it:
+  # here a gather with an out-of-range index fails if it runs at all.
+  global_step = tfmon.train.get_or_create_global_step()
+  table = tf.constant([10.0, 20.0, 30.0])
+
+  def step(index):
+    loss = tf.reduce_sum(table) * tf.cast(global_step + 1, tf.float32)
+    v1.summary.scalar('looked_up', tf.gather(table, index) * 2.0)
+    v1.summary.scalar('loss', loss)  # also returned: computed every step
+    with tf.control_dependencies([global_step.assign_add(1)]):
+      return {'loss': tf.identity(loss)}
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), save_summaries_steps=2,
+      save_checkpoint_secs=None, log_step_count_steps=None) as sess:
+    # Steps 0, 2 and 4 record; the others look up index 7 of 3.
+    losses = [sess.run(step, feed_dict={'index': i % 3 if i % 2 == 0 else 7})
+              for i in range(6)]
+    with pytest.raises(tf.errors.InvalidArgumentError, match='7 is not in'):
+      sess.run(step, feed_dict={'index': 7})  # step 6 records
+  assert [r['loss'] for r in losses] == [60.0, 120.0, 180.0, 240.0, 300.0, 360.0]
+  assert event_files.simple_values(tmp_path, 'looked_up') == {1: 20.0, 3: 60.0, 5: 40.0}
+  assert event_files.simple_values(tmp_path, 'loss') == {1: 60.0, 3: 180.0, 5: 300.0}
+
+
+def test_summaries_in_a_nested_function_are_written_where_called(tmp_path):
+  global_step = tfmon.train.get_or_create_global_step()
+
+  @tf.function
+  def log_twice(value):
+    v1.summary.scalar('twice', value * 2.0)
+    return value
+
+  def step():
+    value = log_twice(tf.cast(global_step, tf.float32))
+    global_step.assign_add(1)
+    return {'value': value}
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), save_summaries_steps=2,
+      save_checkpoint_secs=None, log_step_count_steps=None) as sess:
+    for _ in range(3):
+      sess.run(tfmon.train.op(step))
+  assert event_files.simple_values(tmp_path, 'twice') == {1: 0.0, 3: 4.0}
 
 
 def test_without_a_summary_writer_v1_summaries_cost_nothing():

@@ -187,20 +187,23 @@ class StepGraph:
         scope.enter_context(self._writer.as_default(step=stamp))
         scope.enter_context(tf.summary.record_if(record))
       # TF1's tf.compat.v1.summary calls: v1 protos, on recording steps only.
-      scope.enter_context(v1_summaries.written_on_record_steps(record, stamp))
+      v1_summaries_called = scope.enter_context(
+          v1_summaries.written_on_record_steps(record, stamp))
       result = self._call(**dict(zip(keys, inputs)))
-    result = tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
-    graph = tf.compat.v1.get_default_graph()
-    self._structure = result
-    self._found_names = []
-    named = []
-    for name in names:
-      try:
-        named.append(graph.get_tensor_by_name(_tensor_name(name)))
-      except (KeyError, ValueError):
-        continue
-      self._found_names.append(name)
-    return [t for t in tf.nest.flatten(result) if t is not None] + named
+      result = tf.nest.map_structure(lambda x: _as_output(x, self.name), result)
+      graph = tf.compat.v1.get_default_graph()
+      self._structure = result
+      self._found_names = []
+      named = []
+      for name in names:
+        try:
+          named.append(graph.get_tensor_by_name(_tensor_name(name)))
+        except (KeyError, ValueError):
+          continue
+        self._found_names.append(name)
+      outputs = [t for t in tf.nest.flatten(result) if t is not None] + named
+      v1_summaries_called.write_deferred(keep=outputs)
+    return outputs
 
 
 class _Trace:
