@@ -15,7 +15,8 @@ only same-round ratios mean anything):
 measure the hooks, not the model instance.
 
 Prints, per model, the median steps/sec of each variant and the median of the
-per-round ratios to (a).
+per-round ratios to (a); then (e)/(b) and (e)/(e1), timed in short blocks
+back to back (see idle_hooks_ratios).
 
   python -m benchmarks.overhead [--model mlp|cnn|both] [--rounds N] [--steps N]
 """
@@ -189,20 +190,39 @@ def measure(model_fn, rounds, steps):
         start = time.perf_counter()
         variants[name](steps)
         rates[name].append(steps / (time.perf_counter() - start))
+    # Blocks of ~25 ms: 300 runs of the MLP, one of the CNN.
+    runs = max(1, round(0.025 * statistics.median(rates[_IDLE_VARIANTS[0]])))
+    idle_ratios = idle_hooks_ratios(variants, runs=runs)
   baseline = rates['(a) plain tf.function loop']
   results = {
       name: (statistics.median(r),
              statistics.median(x / b for x, b in zip(r, baseline)))
       for name, r in rates.items()
   }
-  return results, (idle_hooks_ratio(rates),
-                   idle_hooks_ratio(rates, '(e1) (b) + 1 idle hook'))
+  return results, idle_ratios
 
 
-def idle_hooks_ratio(rates, baseline='(b) MonitoredSession, no hooks'):
-  """Median same-round rate of (e) over `baseline`: what 50 idle hooks cost a run."""
-  return statistics.median(
-      e / b for e, b in zip(rates['(e) (b) + 50 idle hooks'], rates[baseline]))
+_IDLE_VARIANTS = ('(b) MonitoredSession, no hooks', '(e) (b) + 50 idle hooks',
+                  '(e1) (b) + 1 idle hook')
+
+
+def idle_hooks_ratios(variants, runs, blocks=60):
+  """(e)'s rate over (b)'s and over (e1)'s: what 50 idle hooks cost a run.
+
+  The target's margin (5%) is smaller than this box's drift over one round of six
+  variants, so the three are timed in short blocks back to back, in an order
+  rotated every block, and each ratio is the median over blocks.
+  """
+  times = {name: [] for name in _IDLE_VARIANTS}
+  for block in range(blocks):
+    shift = block % len(_IDLE_VARIANTS)
+    for name in _IDLE_VARIANTS[shift:] + _IDLE_VARIANTS[:shift]:
+      start = time.perf_counter()
+      variants[name](runs)
+      times[name].append(time.perf_counter() - start)
+  no_hooks, fifty, one = (times[name] for name in _IDLE_VARIANTS)
+  return (statistics.median(b / e for b, e in zip(no_hooks, fifty)),
+          statistics.median(b / e for b, e in zip(one, fifty)))
 
 
 # name: (model and input shape, default rounds, default steps a round). Short CNN
@@ -212,7 +232,7 @@ MODELS = {'mlp': (_mlp, 9, 2000), 'cnn': (_cnn, 21, 10)}
 
 def idle_hooks_line(idle_ratio, growth):
   """Issue 6's cost-growth target as measured by `measure`, in one line."""
-  return (f'(e) / (b) in the same round: {idle_ratio:.3f} (50 idle hooks may cost '
+  return (f'(e) / (b) in back-to-back blocks: {idle_ratio:.3f} (50 idle hooks may cost '
           f'at most 5%: {"met" if idle_ratio >= 0.95 else "NOT met"}); '
           f'(e) / (e1): {growth:.3f} (49 more idle hooks)')
 
