@@ -9,7 +9,8 @@ included) to the moment each milestone's training step is done: the reporter is
 each variant's first hook or callback, so duties due at that step (the
 evaluation at step 100, the checkpoint at step 300) count toward the next
 milestone alike in every variant. Variants run one at a time, in an order
-rotated every round; the table shows each variant's median.
+rotated every round; the table shows each variant's median, and the ratios are
+medians of same-round ratios (a variant's time moves up to 16% between rounds).
 
 Models and duties:
   resnet50  `keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3),
@@ -466,31 +467,33 @@ def measure(model, rounds):
   return {v: r for v, r in results.items() if r}, skipped
 
 
+def _same_round_ratios(results, variant, baseline):
+  """Per milestone, the median over rounds of `variant`'s time over `baseline`'s
+  in the same round (each round runs every variant once, back to back)."""
+  return [statistics.median(run[m] / base[m] for run, base in
+                            zip(results[variant], results[baseline]))
+          for m in MILESTONES]
+
+
 def _print_table(model, rounds, results, skipped):
   print(f'{model}: seconds from process start to step N, median of {rounds} rounds')
   print('  variant   ' + ''.join(f'step {m:<6d}' for m in MILESTONES) +
         f'steps/s over {MILESTONES[-1]} steps')
   for variant, runs in results.items():
     medians = [statistics.median(run[m] for run in runs) for m in MILESTONES]
-    print(f'  {variant:9s} ' + ''.join(f'{t:<11.1f}' for t in medians) +
+    print(f'  {variant:9s} ' + ''.join(f'{t:<11.2f}' for t in medians) +
           f'{MILESTONES[-1] / medians[-1]:.2f}')
   for variant, reason in skipped.items():
     print(f'  {variant:9s} unavailable: {reason}')
-  if 'tfmon' in results:
-    tfmon = [statistics.median(run[m] for run in results['tfmon']) for m in MILESTONES]
-    for other in results:
-      if other not in ('tfmon', 'tfmon-tfk'):
-        theirs = [statistics.median(run[m] for run in results[other])
-                  for m in MILESTONES]
-        ratios = ', '.join(f'step {m}: {t / o:.3f}'
-                           for m, t, o in zip(MILESTONES, tfmon, theirs))
-        print(f'  tfmon time / {other} time (target <= 1.0): {ratios}')
-  if 'tfmon-tfk' in results and 'tf1' in results:
-    same_model, tf1 = ([statistics.median(run[m] for run in results[v])
-                        for m in MILESTONES] for v in ('tfmon-tfk', 'tf1'))
-    ratios = ', '.join(f'step {m}: {t / o:.3f}'
-                       for m, t, o in zip(MILESTONES, same_model, tf1))
-    print(f'  on the model TF1 runs, tfmon time / tf1 time: {ratios}')
+  comparisons = [('tfmon', other, 'tfmon time / %s time (target <= 1.0)' % other)
+                 for other in results if other not in ('tfmon', 'tfmon-tfk')]
+  comparisons.append(('tfmon-tfk', 'tf1', 'on the model TF1 runs, tfmon time / tf1 time'))
+  print('  medians of same-round ratios:')
+  for variant, baseline, label in comparisons:
+    if variant in results and baseline in results:
+      ratios = ', '.join(f'step {m}: {r:.3f}' for m, r in zip(
+          MILESTONES, _same_round_ratios(results, variant, baseline)))
+      print(f'  {label}: {ratios}')
 
 
 def main():
