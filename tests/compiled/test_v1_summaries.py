@@ -118,6 +118,35 @@ def test_summaries_in_a_nested_function_are_written_where_called(tmp_path):
   assert event_files.simple_values(tmp_path, 'twice') == {1: 0.0, 3: 4.0}
 
 
+def test_under_a_strategy_only_the_first_replica_writes(tmp_path):
+  # TF1 wrote a summary from the first replica (tower) only.
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  with strategy.scope():
+    global_step = tfmon.train.get_or_create_global_step()
+
+  def replica_step():
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    value = tf.cast(replica, tf.float32) + tf.cast(global_step, tf.float32)
+    v1.summary.scalar('replica_value', value * 10.0)
+    return value
+
+  def step():
+    total = strategy.reduce('SUM', strategy.run(replica_step), axis=None)
+    global_step.assign_add(1)
+    return {'total': total}
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), save_summaries_steps=2, strategy=strategy,
+      save_checkpoint_secs=None, log_step_count_steps=None) as sess:
+    totals = [sess.run(step)['total'] for _ in range(3)]
+  assert totals == [1.0, 3.0, 5.0]  # both replicas ran
+  written = [(event.step, value.simple_value)
+             for path in sorted(tmp_path.glob('events.out.tfevents.*'))
+             for event in tf.compat.v1.train.summary_iterator(str(path))
+             for value in event.summary.value if value.tag.endswith('replica_value')]
+  assert written == [(1, 0.0), (3, 20.0)]  # replica 0's, once a recording step
+
+
 def test_without_a_summary_writer_v1_summaries_cost_nothing():
   step = _tf1_style_step()
   with tfmon.train.MonitoredSession() as sess:
