@@ -78,7 +78,7 @@ class _V1Summaries:
         if tf.compat.v1.get_default_graph() is self._graph:
           self._deferred.append((tag, make_summary, tensors))
         else:
-          self._write_in_cond([(tag, make_summary, tensors)], {})
+          self._write_in_cond([(tag, make_summary, tensors)], set())
     return tf.constant(b'')
 
   def _write_in_cond(self, summaries, copied_ops):
