@@ -78,16 +78,22 @@ class _V1Summaries:
         if tf.compat.v1.get_default_graph() is self._graph:
           self._deferred.append((tag, make_summary, tensors))
         else:
-          self._write_in_cond([(tag, make_summary, tensors)], set())
+          self._write_in_cond([(tag, make_summary, tensors)])
     return tf.constant(b'')
 
-  def _write_in_cond(self, summaries, copied_ops):
+  def _write_in_cond(self, summaries, keep=None):
+    """Writes `summaries` in one cond on `record`.
+
+    With `keep` (the tensors the body outputs), the ops only the summaries use
+    are copied into the cond, and left unused outside it.
+    """
     stamp = self._stamp
     graph = tf.compat.v1.get_default_graph()
+    tensors = [t for _, _, ts in summaries for t in ts]
+    moved = [] if keep is None else _summary_only_ops(tensors, keep)
 
     def write():
-      tensors = [t for _, _, ts in summaries for t in ts]
-      inner = iter(_copied(copied_ops, tensors, graph))
+      inner = iter(_copied(moved, tensors, graph))
       with tf.summary.record_if(True):  # the cond decided already
         for tag, make_summary, ts in summaries:
           tf.summary.experimental.write_raw_pb(
@@ -103,8 +109,7 @@ class _V1Summaries:
       keep: The tensors the body outputs: what computes them is not moved.
     """
     if self._deferred:
-      tensors = [t for _, _, ts in self._deferred for t in ts]
-      self._write_in_cond(self._deferred, _summary_only_ops(tensors, keep))
+      self._write_in_cond(self._deferred, keep)
       self._deferred = []
 
   def scalar(self, name, tensor, collections=None, family=None):
@@ -149,8 +154,8 @@ class _V1Summaries:
 
 
 def _summary_only_ops(tensors, keep):
-  """The ops computing `tensors` that nothing but summaries uses: TF1 ran them
-  only on the steps that fetched a summary.
+  """The ops computing `tensors` that nothing but summaries uses, in creation
+  order: TF1 ran them only on the steps that fetched a summary.
 
   Stateless ops without control inputs, whose every output is consumed by such
   ops only, none computing a tensor of `keep` or controlling another op.
@@ -170,36 +175,37 @@ def _summary_only_ops(tensors, keep):
       ops.add(op)
       pending.extend(t.op for t in op.inputs)
   if not ops:
-    return ops
-  graph = next(iter(ops)).graph
-  controlling = {c for op in graph.get_operations() for c in op.control_inputs}
-  changed = True
-  while changed:  # an op computed for something else stays where it is
-    used_elsewhere = {op for op in ops if op in controlling or any(
-        consumer not in ops for t in op.outputs for consumer in t.consumers())}
-    ops -= used_elsewhere
-    changed = bool(used_elsewhere)
-  return ops
+    return []
+  # An op is created after its inputs, so in reverse creation order every op's
+  # consumers (and the ops it controls) are settled before it is.
+  operations = next(iter(ops)).graph.get_operations()
+  controlling = set()
+  for op in reversed(operations):
+    controlling.update(op.control_inputs)
+    if op in ops and (op in controlling or any(
+        consumer not in ops for t in op.outputs for consumer in t.consumers())):
+      ops.discard(op)  # computed for something else: stays where it is
+  return [op for op in operations if op in ops]
 
 
 def _copied(ops, tensors, outer_graph):
-  """`tensors` in the current (cond branch) graph: the `ops` computing them
-  copied into it, the rest captured."""
+  """`tensors` in the current (cond branch) graph: `ops` (in creation order)
+  copied into it, what they take from outside captured."""
   if not ops:
     return tensors
+  copied = set(ops)
   graph_def = tf.compat.v1.GraphDef()
   graph_def.versions.CopyFrom(outer_graph.graph_def_versions)
   input_map = {}
-  for op in outer_graph.get_operations():  # in creation order
-    if op in ops:
-      node = graph_def.node.add()
-      node.CopyFrom(op.node_def)
-      if '_class' in node.attr:  # colocation with ops left outside
-        del node.attr['_class']
-      for t in op.inputs:
-        if t.op not in ops and t.name not in input_map:
-          input_map[t.name] = tf.identity(t)  # captured into the branch
-  moved = [t for t in tensors if t.op in ops]
+  for op in ops:
+    node = graph_def.node.add()
+    node.CopyFrom(op.node_def)
+    if '_class' in node.attr:  # colocation with ops left outside
+      del node.attr['_class']
+    for t in op.inputs:
+      if t.op not in copied and t.name not in input_map:
+        input_map[t.name] = tf.identity(t)  # captured into the branch
+  moved = [t for t in tensors if t.op in copied]
   copies = dict(zip((t.name for t in moved), tf.graph_util.import_graph_def(
       graph_def, input_map=input_map, return_elements=[t.name for t in moved],
       name='summary_inputs')))
