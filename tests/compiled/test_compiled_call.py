@@ -326,3 +326,29 @@ def test_work_alongside_the_next_call_runs_after_its_trace_in_another_thread(ses
   with pytest.raises(ZeroDivisionError):
     failing.result()
   assert sess.run(step) == 4  # nothing left queued
+
+
+def test_work_alongside_may_make_a_call_and_may_be_cancelled(sess):
+  counter = tf.Variable(0)
+  ran = []
+
+  def step():
+    return counter.assign_add(1)
+
+  # Awaited before any call started it, work that makes a call of its own runs
+  # in the awaiting thread, once: that call finds it in its queue and does not
+  # start it again (which once deadlocked: awaited in a thread, so a regression
+  # fails rather than hangs).
+  calling = sess.alongside_next_call(lambda: sess.run(step))
+  results = []
+  waiter = threading.Thread(target=lambda: results.append(calling.result()),
+                            daemon=True)
+  waiter.start()
+  waiter.join(timeout=60)
+  assert results == [1]
+  assert sess.run(step) == 2
+
+  # Cancelled before a call started it: it never runs.
+  sess.alongside_next_call(lambda: ran.append('ran')).cancel()
+  assert sess.run(step) == 3
+  assert not ran

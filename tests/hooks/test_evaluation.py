@@ -317,10 +317,21 @@ def test_bad_eval_step_results_fail_the_first_run(eval_step, metrics, error,
         eval_step, dataset, metrics=metrics, at_start=True)])
 
 
-def test_eval_step_is_traced_during_the_first_run_in_another_thread():
+def test_the_evaluation_is_prepared_during_the_first_run_in_another_thread():
+  """eval_step traced, the evaluation's function built and run over no batches
+  (so that TensorFlow optimizes it then), while the first training call runs:
+  the first evaluation builds nothing, and the input is read only by it."""
   job = Job()
-  _, _, dataset = _validation_data()
-  threads = []
+  features, labels, _ = _validation_data()
+  threads, reads = [], []
+
+  def examples():
+    for i, example in enumerate(zip(features, labels)):
+      reads.append(i)
+      yield example
+
+  dataset = tf.data.Dataset.from_generator(examples, output_signature=(
+      tf.TensorSpec([4], tf.float32), tf.TensorSpec([], tf.int64))).batch(4)
 
   def eval_step(features, labels):
     threads.append(threading.current_thread())
@@ -328,12 +339,17 @@ def test_eval_step_is_traced_during_the_first_run_in_another_thread():
 
   evaluation = EvaluationHook(eval_step, dataset, every_n_steps=2)
   with tfmon.train.MonitoredSession(hooks=[evaluation]) as session:
+    raw = session._coordinated_creator.tf_sess  # pylint: disable=protected-access
     assert not threads  # not at creation: that would delay the first step
     session.run(job.step)
     assert len(threads) == 1 and threads[0] is not threading.main_thread()
     assert evaluation.metric_names == ['loss']
+    assert raw.compiled_functions == 2  # the training call's and the evaluation's
+    assert not reads and not evaluation.results_by_step
     session.run(job.step)
     assert list(evaluation.results_by_step) == [2]
+    assert raw.compiled_functions == 2
+    assert reads == list(range(10))
   assert len(threads) == 1
 
 

@@ -16,35 +16,44 @@ class Pending:
   def __init__(self, work):
     self._work = work
     self._lock = threading.Lock()
-    self._thread = None
-    self._done = False
+    self._claimed = False  # started in a thread, or running in a caller's
+    self._finished = threading.Event()
     self._value = self._error = None
 
-  def start(self):
-    """Starts the work in a thread; False if it was started or done already."""
+  def _claim(self):
     with self._lock:
-      if self._thread is not None or self._done:
-        return False
-      self._thread = threading.Thread(target=self._run, daemon=True,
-                                      name='tfmon-alongside-call')
-      self._thread.start()
-      return True
+      claimed, self._claimed = self._claimed, True
+    return not claimed
+
+  def start(self):
+    """Starts the work in a thread; False if it was started or run already."""
+    if not self._claim():
+      return False
+    threading.Thread(target=self._run, daemon=True, name='tfmon-alongside-call').start()
+    return True
 
   def _run(self):
     try:
       self._value = self._work()
     except Exception as e:  # pylint: disable=broad-except
       self._error = e  # raised by result(), in the thread that asks
-    self._done = True
+    self._finished.set()
 
   def wait(self):
-    """Waits for the work to end; runs it here if nothing started it."""
-    with self._lock:
-      thread = self._thread
-      if thread is None and not self._done:
-        self._run()
-    if thread is not None:
-      thread.join()
+    """Waits for the work to end; runs it here if nothing started it.
+
+    Work run here may make a compiled call of its own, whose queue still holds
+    this Pending: claimed, it is not started again there.
+    """
+    if self._claim():
+      self._run()
+    self._finished.wait()
+
+  def cancel(self):
+    """Keeps the work from running if it has not started; else waits for it."""
+    if self._claim():
+      self._finished.set()
+    self._finished.wait()
 
   def result(self):
     """What the work returned; raises what it raised."""
@@ -61,8 +70,9 @@ def call_alongside(queued, call, *args):
   exception unless the call raised its own (then theirs wait for `result()`).
   Work someone already ran through `result()` is not run, nor raised, again.
   """
-  started = [work for work in queued if work.start()]
-  queued.clear()
+  pending = list(queued)
+  queued.clear()  # before starting: work that runs a call of its own finds none
+  started = [work for work in pending if work.start()]
   try:
     results = call(*args)
   finally:

@@ -7,6 +7,7 @@ repeated evaluations reuse the same trace.
 """
 
 import collections
+import functools
 import inspect
 import numbers
 import os
@@ -183,7 +184,10 @@ class EvaluationHook(SessionRunHook):
   latter). It is traced once per hook and then reused: during the session's
   first run, alongside TensorFlow's optimization of the training step (so a
   bad return value fails that run), or at creation with `at_start` or under
-  a distribution strategy.
+  a distribution strategy. In the first run's case the evaluation's function
+  is also built then and run over no batches, so that TensorFlow optimizes it
+  there too (a run that only resets `metrics`): the first evaluation costs
+  what later ones do.
 
   Evaluation triggers on the post-step global step, as v1's periodic hooks do:
   the timer starts when the session is created, so `every_n_steps=100` from step
@@ -272,6 +276,7 @@ class EvaluationHook(SessionRunHook):
     self._eval_step_name = describe(eval_step)
     self._eval_keys = None  # the names eval_step returns, known once traced
     self._trace = None  # the Pending trace of eval_step, while not awaited
+    self._warm_up = None  # the Pending first run of this session's evaluation
     self._timer = None
     self._every_n_steps = every_n_steps
     if every_n_steps is not None or every_n_secs is not None:
@@ -326,13 +331,18 @@ class EvaluationHook(SessionRunHook):
     self._last_evaluated_step = None
 
   def after_create_session(self, session, coord):
+    self._cancel_warm_up()  # an earlier session's, if that never ran a call
+    # Alongside the first training call, while TensorFlow optimizes its graph,
+    # which leaves Python and a core idle: free, where here it delays training.
+    alongside = not (self._at_start or tf.distribute.has_strategy())
     if self._traced_keys() is None:  # an earlier session's failed trace raises
-      if self._at_start or tf.distribute.has_strategy():
-        self._eval_keys = self._trace_eval_step()
-      else:
-        # Traced while TensorFlow optimizes the first training call's graph,
-        # which leaves Python idle: free, where tracing here delays training.
+      if alongside:
         self._trace = session.alongside_next_call(self._trace_eval_step)
+      else:
+        self._eval_keys = self._trace_eval_step()
+    if alongside:
+      self._warm_up = session.alongside_next_call(
+          functools.partial(self._warm_up_evaluation, session))
     global_step = int(session.run(self._global_step_tensor))
     if self._writer is not None:
       if (self._at_start or self._at_end) and self._last_evaluated_step is None:
@@ -388,6 +398,23 @@ class EvaluationHook(SessionRunHook):
     if global_step != self._last_evaluated_step:
       self._evaluate(session, global_step)
 
+  def _warm_up_evaluation(self, session):
+    """Builds the evaluation's function and runs it over no batches (it resets the
+    metrics and reads no input): TensorFlow optimizes a function at its first
+    call, and that cost is paid here rather than at the first evaluation."""
+    if self._traced_keys() is not None:  # waits for the trace; raises its error
+      self._run_evaluation_loop(session, batches=0)
+
+  def _cancel_warm_up(self):
+    if self._warm_up is not None:
+      self._warm_up.cancel()
+      self._warm_up = None
+
+  def _run_evaluation_loop(self, session, batches=-1):
+    """Runs the evaluation over the dataset's first `batches` batches (-1: all)."""
+    return session.run(self._evaluation_loop,
+                       feed_dict={'batches': tf.constant(batches, tf.int64)})
+
   def _trace_eval_step(self):
     """Traces eval_step for the dataset's elements; returns the names it returns."""
     arguments = _eval_arguments(self._dataset.element_spec)
@@ -430,8 +457,11 @@ class EvaluationHook(SessionRunHook):
   # session converts the step functions it runs) would only cost trace time.
   # eval_step is a tf.function of its own, which converts it.
   @tf.autograph.experimental.do_not_convert
-  def _evaluation_loop(self):
+  def _evaluation_loop(self, batches):
     """The step function of an evaluation: one pass over the dataset.
+
+    Args:
+      batches: An int64 scalar: how many batches to take, -1 for all of them.
 
     Returns:
       A dict: 'sums' (batch-size-weighted sums of eval_step's results),
@@ -452,7 +482,8 @@ class EvaluationHook(SessionRunHook):
     # Dataset.reduce (what autograph makes of `for batch in dataset`): reduce
     # runs eval_step as a tf.data function, which TensorFlow instantiates and
     # optimizes again at every call (+0.5 s an evaluation on ResNet-50).
-    iterator = iter(self._dataset)
+    # With `batches` 0 the iterator ends at once, without touching the input.
+    iterator = iter(self._dataset.take(batches))
 
     def body(sums, examples, element):
       sums, examples = accumulate(sums, examples, element.get_value())
@@ -473,7 +504,8 @@ class EvaluationHook(SessionRunHook):
   def _evaluate(self, session, global_step):
     """Runs one evaluation at `global_step`, then logs, records and keeps its results."""
     self._traced_keys()
-    outputs = session.run(self._evaluation_loop)
+    self._cancel_warm_up()  # not needed any more, if no call has run it
+    outputs = self._run_evaluation_loop(session)
     examples = float(outputs['examples'])
     if examples == 0:
       raise ValueError(
