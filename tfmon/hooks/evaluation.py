@@ -19,6 +19,7 @@ import tensorflow as tf
 from tfmon import paths
 from tfmon import summaries
 from tfmon import training_util
+from tfmon.compiled import alongside
 from tfmon.compiled.fetch_plan import describe
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
@@ -275,7 +276,7 @@ class EvaluationHook(SessionRunHook):
         else tf.function(eval_step))
     self._eval_step_name = describe(eval_step)
     self._eval_keys = None  # the names eval_step returns, known once traced
-    self._trace = None  # the Pending trace of eval_step, while not awaited
+    self._trace = None  # the Pending trace of eval_step, until it is awaited
     self._warm_up = None  # the Pending first run of this session's evaluation
     self._timer = None
     self._every_n_steps = every_n_steps
@@ -316,7 +317,7 @@ class EvaluationHook(SessionRunHook):
     return sorted(list(self._eval_keys) + list(self._metrics))
 
   def _traced_keys(self):
-    """The names eval_step returns, waiting for its trace if it is under way."""
+    """The names eval_step returns: traces it here, or waits for the trace under way."""
     if self._trace is not None:
       self._eval_keys = self._trace.result()  # raises again if asked again
       self._trace = None
@@ -334,13 +335,14 @@ class EvaluationHook(SessionRunHook):
     self._cancel_warm_up()  # an earlier session's, if that never ran a call
     # Alongside the first training call, while TensorFlow optimizes its graph,
     # which leaves Python and a core idle: free, where here it delays training.
-    alongside = not (self._at_start or tf.distribute.has_strategy())
+    in_first_call = not (self._at_start or tf.distribute.has_strategy())
     if self._traced_keys() is None:  # an earlier session's failed trace raises
-      if alongside:
-        self._trace = session.alongside_next_call(self._trace_eval_step)
+      if in_first_call:
+        # Run by the warm-up, or here if metric_names is asked for first.
+        self._trace = alongside.Pending(self._trace_eval_step)
       else:
         self._eval_keys = self._trace_eval_step()
-    if alongside:
+    if in_first_call:
       self._warm_up = session.alongside_next_call(
           functools.partial(self._warm_up_evaluation, session))
     global_step = int(session.run(self._global_step_tensor))
@@ -402,7 +404,7 @@ class EvaluationHook(SessionRunHook):
     """Builds the evaluation's function and runs it over no batches (it resets the
     metrics and reads no input): TensorFlow optimizes a function at its first
     call, and that cost is paid here rather than at the first evaluation."""
-    if self._traced_keys() is not None:  # waits for the trace; raises its error
+    if self._traced_keys() is not None:  # traces eval_step; raises its error
       self._run_evaluation_loop(session, batches=0)
 
   def _cancel_warm_up(self):
