@@ -145,11 +145,14 @@ def test_a_failing_summary_writer_is_logged_once_and_training_goes_on(
         _fill(tiny_tmpfs)
 
   job = Job()
-  losses = _train(job, 30, str(tmp_path), summary_dir=summary_dir,
+  # 100 steps: the events written after the filesystem is full (~120 bytes a
+  # step) must outgrow what is left of the event file's last page, which tmpfs
+  # allocated before: up to 4 KiB, as the graph written first happens to end.
+  losses = _train(job, 100, str(tmp_path), summary_dir=summary_dir,
                   save_summaries_steps=1, log_step_count_steps=1,
                   hooks=[FillAfterStep()])
-  assert len(losses) == 30 and job.global_step.numpy() == 30
-  assert tf.train.latest_checkpoint(tmp_path) == str(tmp_path / 'model.ckpt-30')
+  assert len(losses) == 100 and job.global_step.numpy() == 100
+  assert tf.train.latest_checkpoint(tmp_path) == str(tmp_path / 'model.ckpt-100')
   failures = [r for r in caplog.records if 'Writing summaries to' in r.getMessage()]
   assert len(failures) == 1, [r.getMessage() for r in failures]
   assert (f'Writing summaries to {summary_dir} failed, so no more are written there; '
