@@ -65,14 +65,18 @@ def test_a_resumed_job_replaces_what_its_dead_run_wrote_after_its_checkpoint(tmp
   assert values[6:] == pytest.approx(losses)
 
 
-def test_summary_op_callables_are_recorded_on_trigger_steps(tmp_path):
+@pytest.mark.parametrize('steps_per_loop', [1, 4])
+def test_summary_op_callables_are_recorded_on_trigger_steps(tmp_path, steps_per_loop):
   job = Job()
   summary_op = lambda: tf.summary.scalar('bias_mean', tf.reduce_mean(  # pylint: disable=g-long-lambda
       job.model.layers[-1].bias))
   hook = tfmon.train.SummarySaverHook(save_steps=3, output_dir=str(tmp_path),
                                       summary_op=summary_op)
+  # Stamped as the step's own summaries: a callable runs after the step (after
+  # a fused run's loop), and the global step has moved on since.
   with tfmon.train.MonitoredSession(
-      hooks=[hook, tfmon.train.StopAtStepHook(last_step=7)]) as sess:
+      hooks=[hook, tfmon.train.StopAtStepHook(last_step=7)],
+      steps_per_loop=steps_per_loop) as sess:
     while not sess.should_stop():
       sess.run(tfmon.train.op(job.step))
   events = _events(tmp_path)

@@ -18,7 +18,10 @@ What a run can choose, and how each choice is made without tracing anew:
 Each step function's Python body is traced once per feed signature (StepGraph)
 and called from the compiled function, where TensorFlow inlines it. So a
 session pays a step's trace once, and its graph optimization once per family
-and feed signature: one function in steady training (BUILD_NOTES.md).
+and feed signature: one function in steady training (BUILD_NOTES.md). A call
+of one step whose fetches are all among the step's outputs runs the step's own
+function: calling it from another would cost a second trace and TensorFlow's
+inlining at the first call (ResNet-50: ~0.4 s of its start).
 
 A session that fuses steps (`steps_per_loop` > 1) runs every step through the
 fused loop, one step included; one that does not makes plain calls: a
@@ -71,6 +74,13 @@ def _record_input(record):
   """The `record` input as a cached tensor: made on first use, not at import,
   which would initialize TensorFlow before the caller could configure devices."""
   return tf.constant(record)
+
+
+@functools.cache
+def _own_stamp_input():
+  """The stamp offset of a step a call starts with (see StepGraph), cached: a
+  new input tensor every call would cost a small step ~25 µs."""
+  return tf.constant(1, tf.int64)
 
 
 def flat_caller(concrete):
@@ -130,10 +140,14 @@ def _structured_caller(concrete):
 
 
 class _Compiled:
-  """One traced function of a CompiledCall, for one feed signature."""
+  """One traced function of a CompiledCall, for one feed signature.
 
-  def __init__(self, concrete, slots, increment, global_step_index, graph_to_write):
-    self.call = flat_caller(concrete)
+  `call(tensors)` runs it on the call's inputs: its feeds, then `record` with a
+  summary writer, then a fused loop's bounds.
+  """
+
+  def __init__(self, call, slots, increment, global_step_index, graph_to_write):
+    self.call = call
     self.graph_to_write = graph_to_write  # what TensorBoard's Graphs tab shows
     self._slots = slots  # (VARIABLE, id) / (STEP, i) / (NAME, name) -> output entry
     # What a call adds to the global step when known (else None), and where the
@@ -385,18 +399,50 @@ class CompiledCall:
       increments = [t.increment(self._global_step) for t in involved]
       if None not in increments and sum(increments) > 0:
         increment = sum(increments)
-    slots = {}  # filled in by the trace: where each fetchable is among the outputs
-    body = self._fused_body if fused else self._body
-    function = tf.function(
-        functools.partial(body, functions, traces, sources, increment, slots),
-        autograph=False)  # tfmon's own code: nothing to convert
-    concrete = function.get_concrete_function(*specs)
+    if self._runs_the_step_itself(functions, increment):
+      compiled = self._step_itself(functions, traces[0], increment)
+    else:
+      slots = {}  # filled in by the trace: where each fetchable is among the outputs
+      body = self._fused_body if fused else self._body
+      function = tf.function(
+          functools.partial(body, functions, traces, sources, increment, slots),
+          autograph=False)  # tfmon's own code: nothing to convert
+      concrete = function.get_concrete_function(*specs)
+      global_step_index = slots.pop('global_step_after', None)
+      compiled = _Compiled(flat_caller(concrete), slots, increment, global_step_index,
+                           traces[0].graph if traces else concrete.graph)
     self.functions_built += 1
-    global_step_index = slots.pop('global_step_after', None)
-    compiled = _Compiled(concrete, slots, increment, global_step_index,
-                         traces[0].graph if traces else concrete.graph)
     functions.compiled[signature] = functions.by_specs[relaxed_signature] = compiled
     return compiled
+
+  def _runs_the_step_itself(self, functions, increment):
+    """Whether a function of `functions` would only call the family's one step and
+    return some of its outputs: the step's own function then serves as it.
+
+    A bare function (fetching nothing) is not served so: an output a call does
+    not read still costs it ~10 µs on a small step, and TensorFlow prunes what
+    only the outputs need.
+    """
+    return (self._loop_count is None and len(self._steps) == 1 and
+            functions is not self._bare and not functions.variables and
+            # The global step after the call is counted, not read.
+            (self._global_step is None or increment is not None))
+
+  def _step_itself(self, functions, trace, increment):
+    """The _Compiled that calls the step's traced function itself."""
+    slots = {}
+    if 0 in functions.returning:
+      slots[fetch_plan.STEP, 0] = _output_entry(trace.structure,
+                                                list(range(trace.result_count)))
+    for name in functions.names:
+      slots[fetch_plan.NAME, name] = _output_entry(*trace.name_outputs(name))
+    call = flat_caller(trace.concrete)
+    if self._writer is not None:
+      # The step takes `record` and its stamp offset first; the call gives its
+      # feeds first (the step takes every one of them, in order).
+      inner, nf, own_stamp = call, len(self._feed_keys), [_own_stamp_input()]
+      call = lambda tensors: inner(tensors[nf:] + own_stamp + tensors[:nf])
+    return _Compiled(call, slots, increment, None, trace.graph)
 
   def _name_sources(self, functions, traces):
     """Per name fetched, the index of the step whose outputs hold it, or None."""
@@ -431,11 +477,20 @@ class CompiledCall:
 
   def _stamp(self):
     """The global step before a step, plus one: what its summaries are stamped with."""
-    return tf.cast(fetch_plan.read(self._summary_step), tf.int64) + 1
+    return self._summary_step_value() + 1
 
-  def _call_step(self, i, trace, feeds, record, stamp):
+  def _summary_step_value(self):
+    return tf.cast(fetch_plan.read(self._summary_step), tf.int64)
+
+  def _call_step(self, i, trace, feeds, record, stamp=None):
+    """Calls step `i`, its summaries stamped `stamp`, or if None, with the
+    summary step as the step reads it first, plus one (see StepGraph)."""
     keys = self._steps[i].feed_keys(self._feed_keys)
-    return trace([feeds[k] for k in keys], record, stamp)
+    offset = None
+    if self._writer is not None:
+      offset = (tf.constant(1, tf.int64) if stamp is None
+                else stamp - self._summary_step_value())
+    return trace([feeds[k] for k in keys], record, offset)
 
   def _emit(self, functions, slots, traces, sources, step_outputs, variable_values):
     """The outputs of what `functions` fetch, recording each one's slot."""
@@ -459,9 +514,11 @@ class CompiledCall:
   def _body(self, functions, traces, sources, increment, slots, *inputs):
     """One call of the steps: variables read first, then the steps in order."""
     feeds, record, _ = self._inputs(inputs)
-    stamp = self._stamp() if self._writer is not None else None
+    # The first step stamps its summaries itself; later ones (hooks' callables)
+    # are stamped as it is, as v1 stamped a run's summaries.
+    stamp = self._stamp() if self._writer is not None and len(traces) > 1 else None
     variable_values = [fetch_plan.read(v) for v in functions.variables]
-    step_outputs = [self._call_step(i, t, feeds, record, stamp)
+    step_outputs = [self._call_step(i, t, feeds, record, stamp if i else None)
                     for i, t in enumerate(traces)]
     outputs = self._emit(functions, slots, traces, sources, step_outputs,
                          variable_values)
@@ -548,13 +605,15 @@ class CompiledCall:
     def loop_body(i, *unused_carried):
       stamp = recording = None
       if self._writer is not None:
-        stamp = self._stamp()
         last = i + 1 >= limit
-        if increment is None:
-          last = tf.logical_or(last, stamp >= target)
+        if increment is None or loop_count > 1:
+          stamp = self._stamp()  # the first step reads its own, the same
+          if increment is None:
+            last = tf.logical_or(last, stamp >= target)
         recording = tf.logical_and(record, last)
       values = [fetch_plan.read(v) for v in carried_variables]
-      step_outputs = [self._call_step(s, traces[s], feeds, recording, stamp)
+      step_outputs = [self._call_step(s, traces[s], feeds, recording,
+                                      stamp if s else None)
                       for s in range(loop_count)]
       return (i + 1, *values, *[step_outputs[s][j] for s, j in carried_outputs])
 
@@ -822,11 +881,14 @@ class CallCompiler:
     return family
 
   def _step_graph(self, key, fn, summaries):
-    writer = summaries.writer if summaries is not None else None
-    graph_key = (key, id(writer))
+    writer = summary_step = None
+    if summaries is not None:
+      writer, summary_step = summaries.writer, summaries.global_step
+    graph_key = (key, id(writer), id(summary_step))
     step = self._step_graphs.get(graph_key)
     if step is None:
-      step = self._step_graphs[graph_key] = StepGraph(fn, self._jit_compile, writer)
+      step = self._step_graphs[graph_key] = StepGraph(
+          fn, self._jit_compile, writer, summary_step)
     return step
 
   def _warn_if_steps_are_new_objects(self, plan):

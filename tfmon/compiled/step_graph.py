@@ -10,9 +10,12 @@ TensorFlow inlines such calls, so running it costs what running it inline costs
 What would otherwise make a retrace is an input of the concrete function:
   - `record` (bool): whether its `tf.summary` calls write. The body is traced
     under the session's summary writer with `tf.summary.record_if(record)`.
-  - `stamp` (int64): the step its summaries carry. The calling function reads
-    the global step once, so a hook's summary callable that runs after the
-    caller's steps is stamped like them, as v1 stamped one run's summaries.
+  - `stamp_offset` (int64): its summaries carry the summary step as the body
+    reads it first, plus this. A call's first step is given 1 (the global step
+    before it, plus one); a later one (a hook's summary callable after the
+    caller's step) is given what stamps it like the first, as v1 stamped one
+    run's summaries. Read here rather than given, the stamp lets a session call
+    the step's function itself (CompiledCall), at no cost per call.
   - the feeds it takes by parameter name.
 
 Its outputs are what the body returns (flattened, Nones left out) followed by
@@ -30,7 +33,7 @@ import tensorflow as tf
 
 from tfmon.compiled import step_increment
 from tfmon.compiled import v1_summaries
-from tfmon.compiled.fetch_plan import describe, is_variable
+from tfmon.compiled.fetch_plan import describe, is_variable, read
 
 
 def _traceable(fn):
@@ -94,9 +97,10 @@ class StepGraph:
     fn: The step function.
     jit_compile: Compile the step with XLA.
     writer: The `tf.summary.SummaryWriter` its summaries go to, or None.
+    summary_step: With a writer, the variable its summaries' step comes from.
   """
 
-  def __init__(self, fn, jit_compile=None, writer=None):
+  def __init__(self, fn, jit_compile=None, writer=None, summary_step=None):
     self.fn = _traceable(fn)
     self.name = describe(fn)
     # Only the step is converted by autograph, not the body around it: converting
@@ -106,6 +110,7 @@ class StepGraph:
     self._call = (tf.function(self.fn, jit_compile=True) if jit_compile
                   else _autograph_converted(self.fn))
     self._writer = writer
+    self._summary_step = summary_step
     try:
       parameters = inspect.signature(self.fn).parameters.values()
     except (TypeError, ValueError):
@@ -183,7 +188,9 @@ class StepGraph:
           tf.compat.v1.get_variable_scope(), reuse=tf.compat.v1.AUTO_REUSE))
       record = stamp = None
       if self._writer is not None:
-        record, stamp, inputs = inputs[0], inputs[1], inputs[2:]
+        record, offset, inputs = inputs[0], inputs[1], inputs[2:]
+        # Read first: before anything the step does to the global step.
+        stamp = tf.cast(read(self._summary_step), tf.int64) + offset
         scope.enter_context(self._writer.as_default(step=stamp))
         scope.enter_context(tf.summary.record_if(record))
       # TF1's tf.compat.v1.summary calls: v1 protos, on recording steps only.
@@ -247,11 +254,11 @@ class _Trace:
     """What a call adds to `global_step`: 0 if it does not use it, None if unknown."""
     return step_increment.constant_increment(self.graph, global_step)
 
-  def __call__(self, feeds, record=None, stamp=None):
+  def __call__(self, feeds, record=None, stamp_offset=None):
     """Calls the traced function inside another function's trace: its outputs."""
     args = list(feeds)
     if self._summary_inputs:
-      args = [record, stamp] + args
+      args = [record, stamp_offset] + args
     return self.concrete(*args)
 
 
