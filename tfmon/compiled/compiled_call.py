@@ -21,7 +21,7 @@ session pays a step's trace once, and its graph optimization once per family
 and feed signature: one function in steady training (BUILD_NOTES.md). A call
 of one step whose fetches are all among the step's outputs runs the step's own
 function: calling it from another would cost a second trace and TensorFlow's
-inlining at the first call (ResNet-50: ~0.4 s of its start).
+inlining at the first call (ResNet-50: ~0.5 s of its start).
 
 A session that fuses steps (`steps_per_loop` > 1) runs every step through the
 fused loop, one step included; one that does not makes plain calls: a
