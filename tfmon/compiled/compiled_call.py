@@ -69,18 +69,13 @@ def _value_to_numpy(value):
   return value.numpy() if isinstance(value, tf.Tensor) else np.asarray(value)
 
 
-@functools.cache
-def _record_input(record):
-  """The `record` input as a cached tensor: made on first use, not at import,
-  which would initialize TensorFlow before the caller could configure devices."""
-  return tf.constant(record)
-
-
-@functools.cache
-def _own_stamp_input():
-  """The stamp offset of a step a call starts with (see StepGraph), cached: a
-  new input tensor every call would cost a small step ~25 µs."""
-  return tf.constant(1, tf.int64)
+@functools.lru_cache(maxsize=None, typed=True)  # typed: True is not 1
+def _constant_input(value, dtype=None):
+  """A call input of one value (`record`, a stamp offset), made once: a new input
+  tensor every call costs a small step ~25 µs. Made on first use, not at
+  import, which would initialize TensorFlow before the caller could configure
+  devices."""
+  return tf.constant(value, dtype)
 
 
 def flat_caller(concrete):
@@ -312,7 +307,7 @@ class CompiledCall:
     summaries = None
     if self._writer is not None:
       summaries = flat_fetches[plan.summaries_position]
-      tensors.append(_record_input(bool(summaries.record)))
+      tensors.append(_constant_input(bool(summaries.record)))
     if loop is not None:
       # Loop bounds are inputs, so a run of another length never retraces.
       tensors += [tf.constant(loop[0], tf.int32), tf.constant(loop[1], tf.int64)]
@@ -440,7 +435,8 @@ class CompiledCall:
     if self._writer is not None:
       # The step takes `record` and its stamp offset first; the call gives its
       # feeds first (the step takes every one of them, in order).
-      inner, nf, own_stamp = call, len(self._feed_keys), [_own_stamp_input()]
+      inner, nf = call, len(self._feed_keys)
+      own_stamp = [_constant_input(1, tf.int64)]  # offset 1: see StepGraph
       call = lambda tensors: inner(tensors[nf:] + own_stamp + tensors[:nf])
     return _Compiled(call, slots, increment, None, trace.graph)
 
