@@ -123,7 +123,7 @@ class HookCallback(keras.callbacks.Callback):
       model.make_train_function(force=True)
     self._original = model.train_function
     self._single_step = None
-    self._session = RawSession()
+    self._session = RawSession(runs_steps=False)
     self._coord = tf.train.Coordinator()
     try:
       for hook in self._hooks:

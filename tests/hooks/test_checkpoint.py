@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -104,6 +105,74 @@ def test_restore_logs_the_path_and_rerunning_a_finished_job_does_nothing(
   assert f'Restoring parameters from {tmp_path}/model.ckpt-10' in caplog.text
   assert 'Saving checkpoints' not in caplog.text  # step 10 is already on disk
   assert _checkpoint_steps(tmp_path) == [0, 5, 10]
+
+
+def _saved_values(prefix):
+  reader = tf.train.load_checkpoint(str(prefix))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name != '_CHECKPOINTABLE_OBJECT_GRAPH'}
+
+
+def test_the_creation_checkpoint_holds_a_tf1_style_steps_variables_as_they_start(
+    tmp_path):
+  # TF1 built every variable before its session, so model.ckpt-0 held them
+  # all; this step creates its variable in its first trace.
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    # A name of its own: get_variable returns a variable of the same name that
+    # another test made, as TF1 in one graph would.
+    weights = tf.compat.v1.get_variable(
+        'local3/weights', [3], initializer=tf.compat.v1.ones_initializer())
+    weights.assign_add([1.0, 2.0, 3.0])
+    global_step.assign_add(1)
+    return {'weights': tf.identity(weights)}
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), save_checkpoint_steps=100,
+      save_summaries_steps=None, log_step_count_steps=None,
+      hooks=[tfmon.train.StopAtStepHook(last_step=2)]) as sess:
+    while not sess.should_stop():
+      sess.run(step)
+  saved = _saved_values(tmp_path / 'model.ckpt-0')
+  assert saved['global_step/.ATTRIBUTES/VARIABLE_VALUE'] == 0
+  # The values the first step started from, not those it wrote.
+  np.testing.assert_array_equal(
+      saved['variables/local3.Sweights/.ATTRIBUTES/VARIABLE_VALUE'], [1.0, 1.0, 1.0])
+  assert _checkpoint_steps(tmp_path) == [0, 2]
+
+
+def test_the_creation_checkpoint_holds_optimizer_slots_made_in_the_first_trace(
+    tmp_path):
+  job = Job()
+  job.optimizer = keras.optimizers.Adam(0.05)  # not built: the first trace makes its slots
+  initial = [v.numpy() for v in job.model.variables]
+  job.train(1, checkpoint_dir=str(tmp_path), save_checkpoint_steps=100,
+            save_summaries_steps=None, log_step_count_steps=None)
+  saved = _saved_values(tmp_path / 'model.ckpt-0')
+  slots = [v for v in job.optimizer.variables if 'iteration' not in v.path and
+           'learning_rate' not in v.path]
+  assert len(slots) == 2 * len(job.model.trainable_variables)
+  # global step, save counter, the optimizer's step count and learning rate,
+  # the model's variables and the slots, each once, as they were before step 1.
+  assert len(saved) == 4 + len(initial) + len(slots)
+  assert saved['optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE'] == 0
+  for value in initial + [np.zeros(v.shape) for v in slots]:
+    assert any(s.shape == value.shape and np.array_equal(s, value)
+               for s in saved.values())
+
+
+def test_a_session_that_runs_no_step_writes_its_creation_checkpoint_when_closed(
+    tmp_path):
+  job = Job()
+  listener = RecordingListener()
+  hook = tfmon.train.CheckpointSaverHook(
+      str(tmp_path), save_steps=3, saver=job.checkpoint, listeners=[listener])
+  with tfmon.train.MonitoredSession(hooks=[hook]):
+    pass
+  assert _checkpoint_steps(tmp_path) == [0]
+  assert listener.calls == ['begin', ('before_save', 0), ('after_save', 0),
+                            ('end', 0)]
 
 
 class RecordingListener(tfmon.train.CheckpointSaverListener):

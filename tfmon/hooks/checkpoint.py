@@ -17,12 +17,14 @@ CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
 class CheckpointSaverHook(SessionRunHook):
   """Saves checkpoints every N steps or seconds, as v1's.
 
-  Saves when the session is created (unless the latest checkpoint already holds
-  that global step, as after a restore: re-writing it could only damage it), on
-  its timer, and at `end` when the last step was not saved. Files are
-  `<checkpoint_dir>/<checkpoint_basename>-<step>.index/.data-*` and the
-  `checkpoint` state file, written by `tf.train.CheckpointManager`. A listener
-  whose `after_save` returns True stops training.
+  Saves the state a session is created with (unless the latest checkpoint
+  already holds that global step, as after a restore: re-writing it could only
+  damage it), on its timer, and at `end` when the last step was not saved. The
+  creation checkpoint is written once the first step is traced, before it runs,
+  so that it holds the variables that trace creates, as TF1's held every one.
+  Files are `<checkpoint_dir>/<checkpoint_basename>-<step>.index/.data-*` and
+  the `checkpoint` state file, written by `tf.train.CheckpointManager`. A
+  listener whose `after_save` returns True stops training.
 
   Args:
     checkpoint_dir: Directory for the checkpoints.
@@ -77,6 +79,7 @@ class CheckpointSaverHook(SessionRunHook):
     self._save_steps = save_steps
     self._listeners = listeners or []
     self._writer = None
+    self._creation_save = None  # (session, step) of a creation save not yet written
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step(
@@ -119,9 +122,22 @@ class CheckpointSaverHook(SessionRunHook):
       # Every worker decides alike, from the checkpoint all of them restored:
       # the chief may already be writing a new one.
       saved = checkpointing.step_of(session.restored_from)
-    if saved != global_step:
-      self._save(session, global_step)
     self._timer.update_last_triggered_step(global_step)
+    self._creation_save = None
+    if saved == global_step:
+      return
+    if not getattr(session, 'runs_steps', False) or session.agreement is not None:
+      # Under Keras fit, or with workers, which save together at creation
+      # (every worker makes the same calls).
+      self._save(session, global_step)
+      return
+    # TF1 built every variable before the session, so its creation checkpoint
+    # held them all; a step may create its variables (get_variable, an
+    # optimizer's slots) in its first trace. So this checkpoint is written once
+    # the step is traced, before it first runs: every variable, as training
+    # starts from it. The listener is called at once if a step was traced.
+    self._creation_save = (session, global_step)
+    session.add_variable_listener(lambda variables: self._save_creation_checkpoint())
 
   def steps_until_observed(self, global_step):
     return steps_until_trigger(self._timer, self._save_steps, global_step)
@@ -157,7 +173,14 @@ class CheckpointSaverHook(SessionRunHook):
     elif self._timer.should_trigger_for_step(global_step):
       agreement.wanted_save = True
 
+  def _save_creation_checkpoint(self):
+    if self._creation_save is not None:
+      session, step = self._creation_save
+      self._creation_save = None  # tried once, as a save at creation would be
+      self._save(session, step)  # as v1's, a listener's stop request is not heard
+
   def end(self, session):
+    self._save_creation_checkpoint()  # no step ran
     last_step = int(session.run(self._global_step_tensor))
     if last_step != self._timer.last_triggered_step():
       self._save(session, last_step)

@@ -25,9 +25,14 @@ class RawSession:
 
   Created in the scope of a multi-worker strategy, its fused runs agree with
   the other workers (see `agreement`).
+
+  Args:
+    runs_steps: Whether the training steps are this session's runs; not so
+      under Keras fit, where the model's train function runs them.
   """
 
-  def __init__(self):
+  def __init__(self, runs_steps=True):
+    self.runs_steps = runs_steps
     strategy = workers.current()
     # The other workers' agreement, made in every fused call; None in one process.
     self.agreement = WorkerAgreement(strategy) if strategy else None
