@@ -39,20 +39,27 @@ def test_max_to_keep_deletes_older_checkpoints(tmp_path):
   assert not os.path.exists(tmp_path / 'model.ckpt-10.index')
 
 
+def _saved_values(prefix):
+  reader = tf.train.load_checkpoint(str(prefix))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name != '_CHECKPOINTABLE_OBJECT_GRAPH'}
+
+
+def _holds(saved, value):
+  """Whether a checkpoint's values include `value` (Keras 3 saves a model
+  variable once, under its shortest path, often the optimizer's: by value)."""
+  return any(s.shape == value.shape and np.array_equal(s, value)
+             for s in saved.values())
+
+
 def test_checkpoint_holds_model_optimizer_and_global_step(tmp_path):
   job = Job()
   job.train(5, checkpoint_dir=str(tmp_path), save_checkpoint_steps=5,
             save_summaries_steps=None, log_step_count_steps=None)
-  reader = tf.train.load_checkpoint(str(tmp_path))
-  saved = [reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-           if name != '_CHECKPOINTABLE_OBJECT_GRAPH']
-  assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == 5
-  # Keras 3 saves a model variable once, under its shortest path (often the
-  # optimizer's): check by value that every model and optimizer variable is there.
+  saved = _saved_values(tmp_path / 'model.ckpt-5')
+  assert saved['global_step/.ATTRIBUTES/VARIABLE_VALUE'] == 5
   for variable in job.model.variables + job.optimizer.variables:
-    value = variable.numpy()
-    assert any(s.shape == value.shape and np.array_equal(s, value)
-               for s in saved), variable.path
+    assert _holds(saved, variable.numpy()), variable.path
 
 
 class _VariablesAtCreation(tfmon.train.SessionRunHook):
@@ -107,12 +114,6 @@ def test_restore_logs_the_path_and_rerunning_a_finished_job_does_nothing(
   assert _checkpoint_steps(tmp_path) == [0, 5, 10]
 
 
-def _saved_values(prefix):
-  reader = tf.train.load_checkpoint(str(prefix))
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if name != '_CHECKPOINTABLE_OBJECT_GRAPH'}
-
-
 def test_the_creation_checkpoint_holds_a_tf1_style_steps_variables_as_they_start(
     tmp_path):
   # TF1 built every variable before its session, so model.ckpt-0 held them
@@ -158,8 +159,7 @@ def test_the_creation_checkpoint_holds_optimizer_slots_made_in_the_first_trace(
   assert len(saved) == 4 + len(initial) + len(slots)
   assert saved['optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE'] == 0
   for value in initial + [np.zeros(v.shape) for v in slots]:
-    assert any(s.shape == value.shape and np.array_equal(s, value)
-               for s in saved.values())
+    assert _holds(saved, value)
 
 
 def test_a_session_that_runs_no_step_writes_its_creation_checkpoint_when_closed(
