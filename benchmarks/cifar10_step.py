@@ -52,13 +52,12 @@ class _FetchLoss(v1.train.SessionRunHook):
     return v1.train.SessionRunArgs(self._loss)
 
 
-def _eager_step(summary):
-  """The tutorial's train step on eager variables, and its global step."""
+def _eager_step(summary, global_step):
+  """The tutorial's train step on eager variables, and its model."""
   model = startup._CifarTutorialModel(  # pylint: disable=protected-access
       tf, lambda name, shape, init: tf.Variable(init(shape), name=name))
   batches = iter(startup._cifar_data(tf, np))  # pylint: disable=protected-access
   optimizer = v1.train.GradientDescentOptimizer(0.1)
-  global_step = tf.Variable(0, dtype=tf.int64, name='global_step')
 
   def step():
     images, labels = next(batches)
@@ -69,18 +68,16 @@ def _eager_step(summary):
     global_step.assign_add(1)
     return {'loss': total}
 
-  return step, model, global_step
+  return step, model
 
 
 def _tfmon(summary):
-  step, model, global_step = _eager_step(summary)
-  v1.add_to_collection(v1.GraphKeys.GLOBAL_STEP, global_step)
-  try:
-    sess = tfmon.train.MonitoredTrainingSession(
-        checkpoint_dir=tempfile.mkdtemp(), checkpoint={'variables': model.variables},
-        hooks=[tfmon.train.NanTensorHook('loss'), _FetchLoss('loss')])
-  finally:  # the next tfmon variant registers its own
-    v1.get_default_graph().clear_collection(v1.GraphKeys.GLOBAL_STEP)
+  # Each tfmon variant its own global step, as in a process of its own.
+  v1.get_default_graph().clear_collection(v1.GraphKeys.GLOBAL_STEP)
+  step, model = _eager_step(summary, tfmon.train.create_global_step())
+  sess = tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=tempfile.mkdtemp(), checkpoint={'variables': model.variables},
+      hooks=[tfmon.train.NanTensorHook('loss'), _FetchLoss('loss')])
   fetch = tfmon.train.op(step)
   return lambda: sess.run(fetch)
 
@@ -108,7 +105,7 @@ def _tf1(summary):
 
 
 def _plain():
-  step = tf.function(_eager_step(_NoSummaries)[0])
+  step = tf.function(_eager_step(_NoSummaries, tf.Variable(0, tf.int64))[0])
   return lambda: step()['loss'].numpy()
 
 
