@@ -52,29 +52,11 @@ class _FetchLoss(v1.train.SessionRunHook):
     return v1.train.SessionRunArgs(self._loss)
 
 
-def _eager_step(summary, global_step):
-  """The tutorial's train step on eager variables, and its model."""
-  model = startup._CifarTutorialModel(  # pylint: disable=protected-access
-      tf, lambda name, shape, init: tf.Variable(init(shape), name=name))
-  batches = iter(startup._cifar_data(tf, np))  # pylint: disable=protected-access
-  optimizer = v1.train.GradientDescentOptimizer(0.1)
-
-  def step():
-    images, labels = next(batches)
-    with tf.GradientTape() as tape:
-      total = model.loss(images, labels, summary)
-    optimizer.apply_gradients(zip(tape.gradient(total, model.variables),
-                                  model.variables))
-    global_step.assign_add(1)
-    return {'loss': total}
-
-  return step, model
-
-
 def _tfmon(summary):
   # Each tfmon variant its own global step, as in a process of its own.
   v1.get_default_graph().clear_collection(v1.GraphKeys.GLOBAL_STEP)
-  step, model = _eager_step(summary, tfmon.train.create_global_step())
+  step, model = startup.cifar_tutorial_step(tf, np, summary,
+                                            tfmon.train.create_global_step())
   sess = tfmon.train.MonitoredTrainingSession(
       checkpoint_dir=tempfile.mkdtemp(), checkpoint={'variables': model.variables},
       hooks=[tfmon.train.NanTensorHook('loss'), _FetchLoss('loss')])
@@ -85,14 +67,7 @@ def _tfmon(summary):
 def _tf1(summary):
   graph = tf.Graph()
   with graph.as_default():
-    global_step = v1.train.get_or_create_global_step()
-    model = startup._CifarTutorialModel(  # pylint: disable=protected-access
-        tf, lambda name, shape, init: v1.get_variable(name, shape, initializer=init))
-    images, labels = v1.data.make_one_shot_iterator(
-        startup._cifar_data(tf, np)).get_next()  # pylint: disable=protected-access
-    loss = model.loss(images, labels, summary)
-    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
-        loss, global_step=global_step)
+    loss, train_op = startup.cifar_tutorial_graph(tf, np, summary)
     sess = v1.train.MonitoredTrainingSession(
         checkpoint_dir=tempfile.mkdtemp(),
         hooks=[v1.train.NanTensorHook(loss), _FetchLoss(loss)])
@@ -105,7 +80,8 @@ def _tf1(summary):
 
 
 def _plain():
-  step = tf.function(_eager_step(_NoSummaries, tf.Variable(0, tf.int64))[0])
+  step, _ = startup.cifar_tutorial_step(tf, np, _NoSummaries, tf.Variable(0, tf.int64))
+  step = tf.function(step)
   return lambda: step()['loss'].numpy()
 
 

@@ -156,6 +156,37 @@ class _CifarTutorialModel:
                            self.softmax) for v in pair]
 
 
+def cifar_tutorial_graph(tf, np, summary):
+  """In a TF1 graph: the tutorial's loss and train op on the global step."""
+  v1 = tf.compat.v1
+  global_step = v1.train.get_or_create_global_step()
+  model = _CifarTutorialModel(
+      tf, lambda name, shape, init: v1.get_variable(name, shape, initializer=init))
+  images, labels = v1.data.make_one_shot_iterator(_cifar_data(tf, np)).get_next()
+  loss = model.loss(images, labels, summary)
+  return loss, v1.train.GradientDescentOptimizer(0.1).minimize(
+      loss, global_step=global_step)
+
+
+def cifar_tutorial_step(tf, np, summary, global_step):
+  """Eagerly: the tutorial's train step as a step function, and its model."""
+  model = _CifarTutorialModel(
+      tf, lambda name, shape, init: tf.Variable(init(shape), name=name))
+  batches = iter(_cifar_data(tf, np))
+  optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+
+  def train_step():
+    images, labels = next(batches)
+    with tf.GradientTape() as tape:
+      total = model.loss(images, labels, summary)
+    optimizer.apply_gradients(zip(tape.gradient(total, model.variables),
+                                  model.variables))
+    global_step.assign_add(1)
+    return {'loss': total}
+
+  return train_step, model
+
+
 # --- The variants, each run in its own worker process. ---
 
 
@@ -342,18 +373,6 @@ def _cifar10(directory, graph_mode):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   v1 = tf.compat.v1
-  if graph_mode:
-    v1.disable_eager_execution()
-    train = v1.train
-    make_variable = lambda name, shape, init: v1.get_variable(name, shape, initializer=init)
-  else:
-    import tfmon  # pylint: disable=g-import-not-at-top
-    train = tfmon.train
-    make_variable = lambda name, shape, init: tf.Variable(init(shape), name=name)
-  global_step = train.get_or_create_global_step()
-  model = _CifarTutorialModel(tf, make_variable)
-  dataset = _cifar_data(tf, np)
-  optimizer = v1.train.GradientDescentOptimizer(0.1)
 
   class LoggerHook(v1.train.SessionRunHook):
     """The tutorial's _LoggerHook: asks for the loss every run, logs every 10."""
@@ -378,31 +397,23 @@ def _cifar10(directory, graph_mode):
       if self._step + 1 in MILESTONES:
         _report(self._step + 1)
 
+  # Both run the tutorial's own summary calls, v1's (SPEC section 7): TF2's
+  # tf.summary.histogram buckets with a float64 one_hot of the whole tensor
+  # (conv1's 4.7M activations: a 1.1 GB tensor, ~1 s a recording step).
   if graph_mode:
-    images, labels = v1.data.make_one_shot_iterator(dataset).get_next()
-    loss = model.loss(images, labels, v1.summary)
-    train_op = optimizer.minimize(loss, global_step=global_step)
-    fetch = train_op
+    v1.disable_eager_execution()
+    train = v1.train
+    loss, fetch = cifar_tutorial_graph(tf, np, v1.summary)
+    kwargs = {}
   else:
-    batches = iter(dataset)
-
-    def train_op():
-      images, labels = next(batches)
-      with tf.GradientTape() as tape:
-        # The tutorial's own summary calls, v1's (SPEC section 7): TF2's
-        # tf.summary.histogram buckets with a float64 one_hot of the whole tensor
-        # (conv1's 4.7M activations: a 1.1 GB tensor, ~1 s a recording step).
-        total = model.loss(images, labels, v1.summary)
-      optimizer.apply_gradients(zip(tape.gradient(total, model.variables),
-                                    model.variables))
-      global_step.assign_add(1)
-      return {'loss': total}
-
-    loss = 'loss'
-    fetch = tfmon.train.op(train_op)
+    import tfmon  # pylint: disable=g-import-not-at-top
+    train = tfmon.train
+    step, model = cifar_tutorial_step(tf, np, v1.summary,
+                                      train.get_or_create_global_step())
+    loss, fetch = 'loss', tfmon.train.op(step)
+    kwargs = {'checkpoint': {'variables': model.variables}}
   hooks = [train.StopAtStepHook(last_step=MILESTONES[-1]),
            train.NanTensorHook(loss), LoggerHook(loss)]
-  kwargs = {} if graph_mode else {'checkpoint': {'variables': model.variables}}
   with train.MonitoredTrainingSession(checkpoint_dir=directory, hooks=hooks,
                                       **kwargs) as sess:
     while not sess.should_stop():
