@@ -285,3 +285,40 @@ def test_a_tf1_checkpoint_without_a_trained_variable_lists_the_names_of_both_sid
                      r"it holds \['conv1/weights'\]"):
     tfmon.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path),
                                          checkpoint={'kernel': renamed})
+
+
+def _rmsprop_job(checkpoint_dir, last_step, weights):
+  """A step with a v1 optimizer: its update op uses its slots without reading them."""
+  global_step = tfmon.train.get_or_create_global_step()
+  optimizer = tf.compat.v1.train.RMSPropOptimizer(0.1, momentum=0.9)
+
+  def step():
+    optimizer.minimize(lambda: tf.reduce_sum(weights * weights), var_list=[weights],
+                       global_step=global_step)
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(checkpoint_dir), save_checkpoint_steps=2,
+      hooks=[tfmon.train.StopAtStepHook(last_step=last_step)]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(step))
+  return optimizer
+
+
+def test_the_default_checkpoint_holds_a_v1_optimizers_slots_and_resumes_them(tmp_path):
+  weights = tf.Variable([1.0, -2.0, 3.0], name='w')
+  optimizer = _rmsprop_job(tmp_path, 3, weights)
+  saved = dict(tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path))))
+  slots = [optimizer.get_slot(weights, name) for name in optimizer.get_slot_names()]
+  assert len(slots) == 2  # rms and momentum
+  for slot in slots:
+    key = 'variables/' + slot.name.split(':')[0].replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE'
+    assert key in saved, (key, sorted(saved))
+  # A resumed job continues from the saved slots, not from fresh ones: the
+  # same values as a job that never stopped.
+  uninterrupted = tf.Variable([1.0, -2.0, 3.0], name='w')
+  forget_global_step()
+  _rmsprop_job(tmp_path / 'straight', 5, uninterrupted)
+  forget_global_step()
+  resumed = tf.Variable([7.0, 7.0, 7.0], name='w')  # a new process's variable
+  _rmsprop_job(tmp_path, 5, resumed)
+  np.testing.assert_allclose(resumed.numpy(), uninterrupted.numpy(), rtol=1e-6)

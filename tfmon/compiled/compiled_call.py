@@ -738,7 +738,7 @@ class CallCompiler:
   def _report_variables(self, traces):
     new = []
     for trace in traces:
-      for variable in trace.graph.variables:
+      for variable in trace.variables:
         if id(variable) not in self._variables:
           self._variables[id(variable)] = variable
           new.append(variable)

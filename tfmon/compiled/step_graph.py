@@ -83,6 +83,19 @@ def _autograph_converted(fn):
   return call
 
 
+def _recording_into(created):
+  """A variable creator appending each variable it creates to `created`."""
+  def creator(next_creator, **kwargs):
+    variable = next_creator(**kwargs)
+    created.append(variable)
+    return variable
+  return creator
+
+
+def _unique(variables):
+  return list({id(v): v for v in variables}.values())
+
+
 def _tensor_name(name):
   return name if ':' in name else name + ':0'
 
@@ -164,16 +177,22 @@ class StepGraph:
       if self._writer is not None:
         specs = [tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.int64)] + specs
       self._tracing = (tuple(feed_specs), list(self._names))
+      created = []
       try:
-        # A new tf.function each time: the body depends on `_tracing`, which
-        # the tf.function's own cache would not see.
-        concrete = tf.function(self._body, autograph=False).get_concrete_function(*specs)
+        # Variables the trace creates are recorded, read or not: a v1
+        # optimizer's update op takes its slots' handles and never reads them,
+        # so the graph's own list of variables misses them. A creator scope
+        # entered eagerly also sees those created under init_scope.
+        with tf.variable_creator_scope(_recording_into(created)):
+          # A new tf.function each time: the body depends on `_tracing`, which
+          # the tf.function's own cache would not see.
+          concrete = tf.function(self._body, autograph=False).get_concrete_function(*specs)
       except Exception as e:
         if hasattr(e, 'add_note'):  # Python 3.11+
           e.add_note(f'(raised while tracing step function {self.name} for run())')
         raise
       traced = _Trace(concrete, self._structure, self._found_names,
-                      self._writer is not None)
+                      self._writer is not None, created)
       self._traced[signature] = traced
     return traced
 
@@ -216,9 +235,12 @@ class StepGraph:
 class _Trace:
   """One traced concrete function of a StepGraph and what its outputs are."""
 
-  def __init__(self, concrete, structure, found_names, takes_summary_inputs):
+  def __init__(self, concrete, structure, found_names, takes_summary_inputs,
+               created_variables=()):
     self.concrete = concrete
     self.graph = concrete.graph
+    # Every variable the step reads, writes or created while traced.
+    self.variables = _unique(list(concrete.graph.variables) + list(created_variables))
     self.structure = structure  # the returned nest, tensors of the traced graph
     self.names = found_names    # graph names output after the returned tensors
     self._summary_inputs = takes_summary_inputs
