@@ -1,6 +1,7 @@
 """Damaged checkpoints: found at restore, set aside (never deleted), and the
 newest good one restored; a directory with only damaged ones is refused."""
 
+import logging
 import os
 
 import pytest
@@ -184,3 +185,31 @@ def test_a_damaged_checkpoint_with_an_input_pipeline_resumes_from_the_previous(
   assert train(10) == list(range(10))
   _truncate(tmp_path / 'model.ckpt-10.data-00000-of-00001')
   assert train(12) == [5, 6, 7, 8, 9, 10, 11]
+
+
+@pytest.mark.parametrize('spelling', ['relative', 'dot-relative', 'home', 'symlink',
+                                      'absolute'])
+def test_a_healthy_directory_is_never_reported_damaged_however_it_is_named(
+    tmp_path, monkeypatch, caplog, spelling):
+  caplog.set_level(logging.INFO)
+  (tmp_path / 'real').mkdir()
+  os.symlink(tmp_path / 'real', tmp_path / 'linked')
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv('HOME', str(tmp_path))
+  directory = {'relative': 'real/ckpt', 'dot-relative': './real/ckpt',
+               'home': '~/real/ckpt', 'symlink': str(tmp_path / 'linked' / 'ckpt'),
+               'absolute': str(tmp_path / 'real' / 'ckpt')}[spelling]
+  for last_step in (10, 20, 30):  # run, then rerun twice
+    forget_global_step()
+    Job().train(last_step, checkpoint_dir=directory, save_checkpoint_steps=5,
+                save_summaries_steps=None, log_step_count_steps=None, max_to_keep=None)
+  assert 'damaged' not in caplog.text
+  files = os.listdir(tmp_path / 'real' / 'ckpt')
+  assert not [f for f in files if 'damaged' in f]
+  assert not os.path.exists(tmp_path / '~')  # '~' was not taken literally
+  state = tf.train.get_checkpoint_state(str(tmp_path / 'real' / 'ckpt'))
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+      f'model.ckpt-{step}' for step in range(0, 31, 5)]
+  restored = [r.getMessage().rsplit('/', 1)[-1] for r in caplog.records
+              if r.getMessage().startswith('Restoring parameters from ')]
+  assert restored == ['model.ckpt-10', 'model.ckpt-20']

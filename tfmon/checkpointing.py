@@ -541,7 +541,7 @@ def _candidates(checkpoint_dir):
     else:
       from_state = [state.model_checkpoint_path] + list(
           reversed(state.all_model_checkpoint_paths))
-      from_state = [_absolute(checkpoint_dir, path) for path in from_state]
+      # get_checkpoint_state has joined relative names to checkpoint_dir.
       missing = [path for path in dict.fromkeys(from_state)
                  if not tf.io.gfile.exists(path + '.index')]
       if from_state[0] in missing:
@@ -561,10 +561,6 @@ def _candidates(checkpoint_dir):
              if not tf.io.gfile.isdir(path)]
   on_disk.sort(key=_step_and_mtime, reverse=True)
   return list(dict.fromkeys(from_state + on_disk)), tried, state_good
-
-
-def _absolute(directory, path):
-  return path if os.path.isabs(path) or '://' in path else os.path.join(directory, path)
 
 
 def step_of(prefix):

@@ -4,15 +4,25 @@ import os
 
 
 def check_directory(path, arg_name):
-  """Raises ValueError, naming `arg_name` and the path, if `path` cannot be a
-  directory: it, or the nearest part of it that exists, is not a directory.
+  """Returns `path` as an absolute directory name, checked.
 
-  TensorFlow would fail later, at the first write, without the path
-  (`FailedPreconditionError: ... Not a directory [Op:CreateSummaryFileWriter]`).
-  Paths of other file systems (`gs://...`) are left to TensorFlow.
+  Relative and `~` paths are made absolute once, here: TensorFlow's checkpoint
+  state file names checkpoints relative to the directory, and a relative
+  directory joined to them again named files that do not exist (SPEC section 7:
+  relative, `~` and symlinked directories behave as absolute ones). `~` is
+  expanded because TensorFlow would make a directory named `~`.
+
+  Raises:
+    TypeError: if `path` is not a path.
+    ValueError: naming `arg_name` and the path, if it cannot be a directory: it,
+      or the nearest part of it that exists, is not a directory. TensorFlow
+      would fail later, at the first write, without the path
+      (`FailedPreconditionError: ... Not a directory [Op:CreateSummaryFileWriter]`).
+
+  Paths of other file systems (`gs://...`) are returned as given.
   """
-  if path is None:
-    return
+  if not path:  # None, or '' for none
+    return path
   if not isinstance(path, (str, bytes, os.PathLike)):
     raise TypeError(f'{arg_name}={path!r} of type {type(path).__name__} is not a '
                     'path: give a directory name (str or pathlib.Path).')
@@ -20,15 +30,17 @@ def check_directory(path, arg_name):
   if isinstance(path, bytes):
     path = os.fsdecode(path)
   if '://' in path:
-    return
-  existing = os.path.abspath(path)
+    return path
+  path = os.path.abspath(os.path.expanduser(path))
+  existing = path
   while not os.path.exists(existing):
     parent = os.path.dirname(existing)
     if parent == existing:
-      return
+      return path
     existing = parent
   if not os.path.isdir(existing):
-    where = ('is a file' if existing == os.path.abspath(path) else
+    where = ('is a file' if existing == path else
              f'is under {existing!r}, which is a file')
     raise ValueError(f'{arg_name}={path!r} {where}, not a directory: give a '
                      'directory (it is created if missing).')
+  return path

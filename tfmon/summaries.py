@@ -10,7 +10,6 @@ and never inside a function: they flush only from Python, through `flush`,
 which catches the failure. Hooks flush after each run that records.
 """
 
-import os
 import time
 
 import tensorflow as tf
@@ -35,8 +34,7 @@ def writer_for(logdir, arg_name='output_dir'):
   Raises:
     ValueError: naming `arg_name` and the path, if `logdir` is a file.
   """
-  paths.check_directory(logdir, arg_name)
-  logdir = os.fspath(logdir)
+  logdir = paths.check_directory(logdir, arg_name)
   writer = _writers.get(logdir)
   if writer is None:
     writer = tf.summary.create_file_writer(logdir, max_queue=_NEVER,

@@ -56,7 +56,7 @@ class CheckpointSaverHook(SessionRunHook):
     if not checkpoint_dir and not isinstance(saver, tf.train.CheckpointManager):
       raise ValueError('CheckpointSaverHook needs a checkpoint_dir (or a '
                        'tf.train.CheckpointManager as saver).')
-    paths.check_directory(checkpoint_dir, 'checkpoint_dir')
+    checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     arg_checks.check_count(save_steps, 'save_steps')
     arg_checks.check_seconds(save_secs, 'save_secs')
     arg_checks.check_count(max_to_keep, 'max_to_keep')

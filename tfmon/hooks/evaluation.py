@@ -285,8 +285,8 @@ class EvaluationHook(SessionRunHook):
           every_secs=every_n_secs, every_steps=every_n_steps)
     self._at_end = at_end
     self._at_start = at_start
-    paths.check_directory(summary_dir, 'EvaluationHook summary_dir')
-    self._eval_dir = (os.path.join(os.fspath(summary_dir), name)
+    summary_dir = paths.check_directory(summary_dir, 'EvaluationHook summary_dir')
+    self._eval_dir = (os.path.join(summary_dir, name)
                       if summary_dir is not None else None)
     self._writer = (summaries.writer_for(self._eval_dir)
                     if summary_dir is not None else None)

@@ -140,7 +140,7 @@ class _MonitoredSession:
     signals = graceful_stop.check_signals(graceful_stop_signals)
     arg_checks.check_seconds(stop_grace_period_secs, 'stop_grace_period_secs',
                              allow_none=False, allow_zero=True)
-    paths.check_directory(profile_dir or None, 'profile_dir')
+    profile_dir = paths.check_directory(profile_dir, 'profile_dir')
     self._hooks = check_hooks(hooks)
     strategy = _resolve_strategy(strategy)
     if jit_compile and strategy and strategy.num_replicas_in_sync > 1:

@@ -98,7 +98,7 @@ class ChiefSessionCreator(SessionCreator):
                checkpoint_filename_with_path=None):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
-    paths.check_directory(checkpoint_dir, 'checkpoint_dir')
+    checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     if checkpoint_filename_with_path is not None and not isinstance(
         checkpoint_filename_with_path, (str, os.PathLike)):
       raise TypeError(
@@ -138,8 +138,7 @@ class WorkerSessionCreator(SessionCreator):
     self._scaffold = _check_scaffold(scaffold)
     _warn_unused(master, config)
     del max_wait_secs
-    paths.check_directory(checkpoint_dir, 'checkpoint_dir')
-    self._checkpoint_dir = checkpoint_dir
+    self._checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
 
   def create_session(self):
     session = RawSession()

@@ -133,8 +133,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
       save_summaries_steps, save_summaries_secs, 100, None)
   save_checkpoint_steps, save_checkpoint_secs = _default_timers(
       save_checkpoint_steps, save_checkpoint_secs, None, 600)
-  paths.check_directory(checkpoint_dir, 'checkpoint_dir')
-  paths.check_directory(summary_dir, 'summary_dir')
+  checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
+  summary_dir = paths.check_directory(summary_dir, 'summary_dir')
   graceful_stop.check_signals(graceful_stop_signals)
   is_chief = _is_chief(is_chief, strategy)
   for name, value in (('save_checkpoint_steps', save_checkpoint_steps),
