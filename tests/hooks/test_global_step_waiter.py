@@ -82,3 +82,19 @@ def test_errors():
   with pytest.raises(RuntimeError, match=r'^Global step should be created to use '
                      r'GlobalStepWaiterHook\. Create it'):
     tfmon.train.MonitoredSession(hooks=[GlobalStepWaiterHook(1)])
+
+
+def test_a_fetched_global_step_is_its_value_when_the_run_starts_after_waiting():
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    global_step.assign_add(1)
+
+  with tfmon.train.MonitoredSession(hooks=[GlobalStepWaiterHook(2)]) as sess:
+    thread = _set_later(global_step, 2, delay_secs=0.2)
+    _, fetched = sess.run([step, global_step])
+    thread.join()
+    assert fetched == 2  # read at the run, as TF1 did: not the 0 counted before
+    _, fetched = sess.run([step, global_step])
+    assert fetched == 3
+  assert int(global_step.numpy()) == 4

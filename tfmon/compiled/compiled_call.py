@@ -318,9 +318,13 @@ class CompiledCall:
                 self._build(functions, tensors, signature))
     counted = self._counted
     layout = compiled.layout(plan, counted)
-    if value_before is None and counted is not None and (
-        compiled.global_step_index is None or _GLOBAL_STEP_BEFORE in layout):
-      value_before = int(counted.numpy())  # calls we did not make moved it
+    if counted is not None and (_GLOBAL_STEP_BEFORE in layout or (
+        value_before is None and compiled.global_step_index is None)):
+      # Read now when fetched, as TF1 read a fetched variable at the run: the
+      # count is the value before a hook's before_run waited, and another
+      # thread may have moved it since (GlobalStepWaiterHook). Else read only
+      # when calls we did not make may have moved it.
+      value_before = int(counted.numpy())
     if summaries is not None and summaries.write_graph:
       # Serializing a big graph takes a while (ResNet-50: 0.2 s): done while
       # TensorFlow runs the call.
