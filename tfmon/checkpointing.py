@@ -125,6 +125,13 @@ def _variables_of(checkpoint):
   return [v for v in variables if v is not None]
 
 
+def holds_unbuilt_objects(checkpoint):
+  """Whether `checkpoint` holds a Keras object (a model, a layer, an optimizer)
+  not built yet, whose variables its first use will create."""
+  return any(getattr(trackable, 'built', True) is False
+             for trackable in tf.train.TrackableView(checkpoint).descendants())
+
+
 def _held_variables(checkpoint):
   """The ids of the tf.Variables `checkpoint` saves, and of the per-device
   components of its distributed ones (what a traced step under a strategy uses)."""

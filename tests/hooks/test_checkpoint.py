@@ -114,6 +114,31 @@ def test_restore_logs_the_path_and_rerunning_a_finished_job_does_nothing(
   assert _checkpoint_steps(tmp_path) == [0, 5, 10]
 
 
+class _SeesCreationCheckpoint(tfmon.train.SessionRunHook):
+
+  def __init__(self, directory):
+    self._directory = directory
+
+  def after_create_session(self, session, coord):
+    self.saw = os.path.exists(os.path.join(self._directory, 'model.ckpt-0.index'))
+
+
+def test_with_checkpoint_given_the_creation_checkpoint_is_saved_between_chief_and_user_hooks(
+    tmp_path):
+  # TF1's order: chief-only hooks' after_create_session, the save, then hooks'.
+  chief_only, user = (_SeesCreationCheckpoint(str(tmp_path)) for _ in range(2))
+  job = Job()
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(tmp_path), checkpoint=job.checkpoint,
+      chief_only_hooks=[chief_only], hooks=[user], save_checkpoint_steps=100,
+      save_summaries_steps=None, log_step_count_steps=None):
+    pass  # no step runs
+  assert (chief_only.saw, user.saw) == (False, True)
+  saved = _saved_values(tmp_path / 'model.ckpt-0')
+  for variable in job.model.variables:
+    assert _holds(saved, variable.numpy()), variable.path
+
+
 def test_the_creation_checkpoint_holds_a_tf1_style_steps_variables_as_they_start(
     tmp_path):
   # TF1 built every variable before its session, so model.ckpt-0 held them

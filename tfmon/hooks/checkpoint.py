@@ -126,18 +126,32 @@ class CheckpointSaverHook(SessionRunHook):
     self._creation_save = None
     if saved == global_step:
       return
-    if not getattr(session, 'runs_steps', False) or session.agreement is not None:
-      # Under Keras fit, or with workers, which save together at creation
-      # (every worker makes the same calls).
+    if (not self._filled_by_first_trace() or
+        not getattr(session, 'runs_steps', False) or session.agreement is not None):
+      # What it holds is known now (checkpoint= of built objects), or under
+      # Keras fit, or with workers, which save together at creation (every
+      # worker makes the same calls): saved here, as TF1 saved, before later
+      # hooks' after_create_session.
       self._save(session, global_step)
       return
     # TF1 built every variable before the session, so its creation checkpoint
     # held them all; a step may create its variables (get_variable, an
-    # optimizer's slots) in its first trace. So this checkpoint is written once
-    # the step is traced, before it first runs: every variable, as training
-    # starts from it. The listener is called at once if a step was traced.
+    # optimizer's slots) in its first trace. So the default checkpoint, or one
+    # holding an unbuilt Keras object, is written once the step is traced,
+    # before it first runs: every variable, as training starts from it. The
+    # listener is called at once if a step was traced.
     self._creation_save = (session, global_step)
     session.add_variable_listener(lambda variables: self._save_creation_checkpoint())
+
+  def _filled_by_first_trace(self):
+    """Whether what the checkpoint holds is known only once a step is traced:
+    the default checkpoint, or one holding a Keras object not built yet."""
+    if self._scaffold is not None:
+      if self._scaffold.saves_step_variables:
+        return True
+    elif self._saver is None:
+      return True
+    return checkpointing.holds_unbuilt_objects(self._checkpoint_writer().manager.checkpoint)
 
   def steps_until_observed(self, global_step):
     return steps_until_trigger(self._timer, self._save_steps, global_step)

@@ -110,6 +110,11 @@ class Scaffold:
           self._checkpoint_arg)
     return self._checkpoint
 
+  @property
+  def saves_step_variables(self):
+    """Whether the checkpoint is the default: every variable the steps use."""
+    return self._checkpoint_arg is None
+
   def watch_step_variables(self, session):
     """Keeps the checkpoint's variables in step with what `session`'s steps use.
 
@@ -119,7 +124,7 @@ class Scaffold:
     misses is named in one warning.
     """
     checkpointing.watch_step_variables(
-        session, lambda: self.checkpoint, self._checkpoint_arg is None,
+        session, lambda: self.checkpoint, self.saves_step_variables,
         self._missing_warned)
 
   def require_created_in_scope(self):
