@@ -6,11 +6,45 @@ variable in the default graph's GLOBAL_STEP collection; re-exporting TF's functi
 tfmon all see the same variable.
 """
 
+import threading
+
 import tensorflow as tf
 
-get_global_step = tf.compat.v1.train.get_global_step
-get_or_create_global_step = tf.compat.v1.train.get_or_create_global_step
 create_global_step = tf.compat.v1.train.create_global_step
+
+# Eagerly, TensorFlow keeps a default graph per thread, so a global step made in
+# the main thread is in no other thread's GLOBAL_STEP collection. The main
+# thread's graph, remembered at import, is where other threads look next.
+_MAIN_THREAD_GRAPH = (tf.compat.v1.get_default_graph()
+                      if threading.current_thread() is threading.main_thread()
+                      else None)
+
+
+def get_global_step(graph=None):
+  """TensorFlow's `get_global_step`, which also finds, from any thread, the
+  global step created eagerly in the main thread."""
+  step = tf.compat.v1.train.get_global_step(graph)
+  if (step is None and graph is None and _MAIN_THREAD_GRAPH is not None and
+      tf.executing_eagerly() and
+      threading.current_thread() is not threading.main_thread()):
+    step = tf.compat.v1.train.get_global_step(_MAIN_THREAD_GRAPH)
+  return step
+
+
+def get_or_create_global_step(graph=None):
+  """TensorFlow's `get_or_create_global_step`, finding it as `get_global_step`."""
+  step = get_global_step(graph)
+  return step if step is not None else tf.compat.v1.train.create_global_step(graph)
+
+
+def share_global_step_with_this_thread():
+  """Registers the main thread's global step in this thread's default graph too,
+  so that TensorFlow's own `tf.compat.v1.train.get_global_step()`, which TF1
+  hooks call in `begin`, finds it in a session made in another thread."""
+  if tf.compat.v1.train.get_global_step() is None:
+    step = get_global_step()
+    if step is not None:
+      tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP, step)
 
 
 def global_step(sess, global_step_tensor):

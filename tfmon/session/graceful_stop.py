@@ -102,6 +102,7 @@ class GracefulStop:
     self._previous_wakeup_fd = None
     self._pipe = None
     self._watcher = None
+    self._released = False  # closed in a thread that cannot restore the handlers
 
   @property
   def installed(self):
@@ -141,7 +142,17 @@ class GracefulStop:
       raise
 
   def restore(self):
-    """Restores the handlers (and wakeup fd) found at install()."""
+    """Restores the handlers (and wakeup fd) found at install().
+
+    Only the main thread can: a session closed in another thread leaves its
+    handlers in place, released, and the first signal that reaches them
+    restores them and hands itself on, as for a session dropped unclosed.
+    """
+    if not self.installed:
+      return
+    if threading.current_thread() is not threading.main_thread():
+      self._released = True
+      return
     if self._pipe is not None:
       signal.set_wakeup_fd(self._previous_wakeup_fd)
       read_fd, write_fd = self._pipe
@@ -182,7 +193,7 @@ class GracefulStop:
 
   def _handle(self, signum, frame):
     del frame
-    if self._session() is None:  # dropped without close(): not ours any more
+    if self._released or self._session() is None:  # closed elsewhere, or dropped
       handler = self._previous.get(signum)
       self.restore()
       if callable(handler):
@@ -213,7 +224,7 @@ class GracefulStop:
           pass
       if not data or b'\0' in data:
         return
-      if any(byte in self.signals for byte in data):
+      if any(byte in self.signals for byte in data) and not self._released:
         session = self._session()
         if session is not None:
           try:

@@ -180,6 +180,7 @@ class _MonitoredSession:
 
   def _create(self, session_creator, should_recover, stop_grace_period_secs,
               steps_per_loop, jit_compile, profile_dir):
+    training_util.share_global_step_with_this_thread()
     with self._scope():
       for hook in self._hooks:
         hook.begin()
