@@ -128,6 +128,21 @@ def write_simple_values(writer, values, step):
     _give_up(writer, e)
 
 
+def write_graph_summaries(writer, serialized, step, graph=None):
+  """Writes a captured TF1 graph's summaries (a serialized v1 `Summary`, or
+  None), and `graph` for TensorBoard's Graphs tab if given, at `step`."""
+  if failed(writer):
+    return
+  try:
+    with writer.as_default(), tf.summary.record_if(True):
+      if graph is not None:
+        tf.summary.graph(graph)
+      if serialized:
+        tf.summary.experimental.write_raw_pb(serialized, step=step)
+  except tf.errors.OpError as e:
+    _give_up(writer, e)
+
+
 def summary_ops(summary_op):
   """`summary_op` as a list of callables (v1 took an op or a list of ops)."""
   if summary_op is None:

@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from tfmon.compiled.fetch_plan import op
+from tfmon.compiled.graph_capture import Graph, capture_graph
 from tfmon.hook_api import (SessionRunArgs, SessionRunContext, SessionRunHook,
                             SessionRunValues)
 from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener,
@@ -26,13 +27,13 @@ SecondOrStepTimer = tf.compat.v1.train.SecondOrStepTimer
 
 __all__ = [
     'CheckpointSaverHook', 'CheckpointSaverListener', 'ChiefSessionCreator',
-    'EvaluationHook', 'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook',
+    'EvaluationHook', 'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook', 'Graph',
     'KerasCallbackHook', 'LoggingTensorHook', 'MonitoredSession',
     'MonitoredTrainingSession', 'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook', 'Scaffold',
     'SecondOrStepTimer', 'SessionCreator', 'SessionRunArgs', 'SessionRunContext',
     'SessionRunHook', 'SessionRunValues', 'SingularMonitoredSession',
     'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
-    'create_global_step', 'get_global_step', 'get_or_create_global_step',
+    'capture_graph', 'create_global_step', 'get_global_step', 'get_or_create_global_step',
     'global_step', 'global_step_after_run', 'make_early_stopping_hook', 'op',
     'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
     'stop_if_no_decrease_hook', 'stop_if_no_increase_hook',

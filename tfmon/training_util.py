@@ -10,6 +10,8 @@ import threading
 
 import tensorflow as tf
 
+from tfmon.compiled import graph_capture
+
 create_global_step = tf.compat.v1.train.create_global_step
 
 # Eagerly, TensorFlow keeps a default graph per thread, so a global step made in
@@ -24,6 +26,10 @@ def get_global_step(graph=None):
   """TensorFlow's `get_global_step`, which also finds, from any thread, the
   global step created eagerly in the main thread."""
   step = tf.compat.v1.train.get_global_step(graph)
+  if step is None and graph is None:
+    captured = graph_capture.current()  # a session on a captured graph runs eagerly
+    if captured is not None:
+      step = tf.compat.v1.train.get_global_step(captured)
   if (step is None and graph is None and _MAIN_THREAD_GRAPH is not None and
       tf.executing_eagerly() and
       threading.current_thread() is not threading.main_thread()):

@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from tfmon.compiled import graph_capture
+
 
 # Leaf kinds, cached per Python type.
 (NONE, NAME, STEP, OP, VARIABLE, VALUE, SUMMARIES, STOP_IF, INVALID) = range(9)
@@ -177,6 +179,8 @@ def check_fetches(fetches, arg_name):
       name, a tensor or numpy value, nor None; or is a graph tensor.
   """
   for leaf in tf.nest.flatten(fetches):
+    if _in_captured_graph(leaf):
+      continue  # a session on that graph runs it
     kind = leaf_kind(leaf)
     if kind == VALUE and tf.is_symbolic_tensor(leaf):
       raise TypeError(
@@ -187,6 +191,12 @@ def check_fetches(fetches, arg_name):
           f'{arg_name} holds {leaf!r} of type {type(leaf).__name__}, which run() '
           'cannot fetch. Give a tensor name (str), a step function (a callable), a '
           'tf.Variable, a tensor or numpy value, alone or in lists, tuples and dicts.')
+
+
+def _in_captured_graph(leaf):
+  """Whether `leaf` is an element of a captured TF1 graph (a tfmon.Graph)."""
+  return (isinstance(leaf, (tf.Tensor, tf.Operation)) and
+          isinstance(getattr(leaf, 'graph', None), graph_capture.Graph))
 
 
 @tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors

@@ -6,6 +6,7 @@ import tensorflow as tf
 from tfmon import arg_checks
 from tfmon import training_util
 from tfmon import summaries
+from tfmon.compiled import graph_capture
 from tfmon.compiled.fetch_plan import RecordSummaries, op
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
@@ -64,7 +65,10 @@ class SummarySaverHook(SessionRunHook):
                        'should the summaries go?')
     arg_checks.check_count(save_steps, 'save_steps')
     arg_checks.check_seconds(save_secs, 'save_secs')
-    self._summary_ops = summaries.summary_ops(summary_op)
+    # A captured TF1 graph's summary op (a string tensor), else callables.
+    self._graph_summary_op = summary_op if _is_graph_tensor(summary_op) else None
+    self._summary_ops = [] if self._graph_summary_op is not None else (
+        summaries.summary_ops(summary_op))
     self._scaffold = scaffold
     self._writer = _writer(summary_writer, output_dir, 'SummarySaverHook')
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
@@ -78,6 +82,11 @@ class SummarySaverHook(SessionRunHook):
     if self._scaffold is not None:
       self._summary_ops = self._scaffold.summary_ops
     self._summary_op_fetches = [op(fn) for fn in self._summary_ops]
+    self._graph = graph_capture.current()
+    if self._graph is not None and self._graph_summary_op is None:
+      # TF1's default: every v1 summary the graph holds, merged.
+      with self._graph.as_default():
+        self._graph_summary_op = tf.compat.v1.summary.merge_all()
 
   def after_create_session(self, session, coord):
     # v1 wrote it after its first run, before that run's summaries, which it
@@ -96,6 +105,12 @@ class SummarySaverHook(SessionRunHook):
     self._request_summary = not summaries.failed(self._writer) and (
         self._next_step is None or
         self._timer.should_trigger_for_step(self._next_step + steps - 1))
+    if self._graph is not None:
+      # A captured graph's summaries are a fetch of their own: computed on
+      # recording runs only, as TF1 computed them.
+      if self._request_summary and self._graph_summary_op is not None:
+        return SessionRunArgs({'graph_summary': self._graph_summary_op})
+      return None
     # No 'global_step' fetch, unlike v1's: the session gives the value the run
     # left (global_step_after_run), and an output costs every run ~5 µs.
     requests = {
@@ -112,11 +127,19 @@ class SummarySaverHook(SessionRunHook):
         run_context, self._global_step_tensor)
     if self._request_summary:
       self._timer.update_last_triggered_step(global_step)
+      if self._graph is not None:
+        summaries.write_graph_summaries(
+            self._writer, run_values.results and run_values.results['graph_summary'],
+            global_step, self._graph if self._next_step is None else None)
       summaries.flush(self._writer)  # a failure is logged once; training goes on
     self._next_step = global_step + 1
 
   def end(self, session):
     summaries.flush(self._writer)
+
+
+def _is_graph_tensor(value):
+  return isinstance(value, tf.Tensor) and tf.is_symbolic_tensor(value)
 
 
 class StepCounterHook(SessionRunHook):

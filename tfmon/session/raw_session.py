@@ -5,6 +5,8 @@ import tensorflow as tf
 from tfmon import workers
 from tfmon.compiled import CallCompiler
 from tfmon.compiled import fetch_plan
+from tfmon.compiled import graph_capture
+from tfmon.compiled.graph_call import GraphCall
 from tfmon.compiled.worker_agreement import WorkerAgreement
 
 
@@ -37,6 +39,10 @@ class RawSession:
     # The other workers' agreement, made in every fused call; None in one process.
     self.agreement = WorkerAgreement(strategy) if strategy else None
     self._compiler = CallCompiler(agreement=self.agreement)
+    # Made inside `with tfmon.Graph().as_default():`, it runs that graph's
+    # elements (GraphCall); step functions still go to the compiler.
+    graph = graph_capture.current()
+    self._graph_call = GraphCall(graph) if graph is not None else None
     self._last_fused = None  # a multi-worker session's last fused call's args
     # The checkpoint its creator restored, or None.
     self.restored_from = None
@@ -48,16 +54,23 @@ class RawSession:
   @property
   def compiled_functions(self):
     """How many TensorFlow functions this session's runs have built and run."""
-    return self._compiler.functions_built
+    graph_functions = self._graph_call.functions_built if self._graph_call else 0
+    return self._compiler.functions_built + graph_functions
 
   @property
   def step_variables(self):
-    """The variables the step functions traced so far read or write."""
+    """The variables the step functions traced so far read or write, and a
+    captured graph's global variables."""
+    if self._graph_call is not None:
+      return self._graph_call.graph.global_variables() + self._compiler.step_variables
     return self._compiler.step_variables
 
   def add_variable_listener(self, listener):
     """Calls `listener(variables)` with the variables step functions use: those
-    known now, then the new ones of each trace, before the traced step runs."""
+    known now, then the new ones of each trace, before the traced step runs.
+    A captured graph's global variables are known at once (TF1's Saver's)."""
+    if self._graph_call is not None:
+      listener(self._graph_call.graph.global_variables())
     self._compiler.add_variable_listener(listener)
 
   def alongside_next_call(self, work):
@@ -110,6 +123,10 @@ class RawSession:
     """
     del options, run_metadata  # accepted for v1 compatibility
     self._check_open()
+    if self._runs_graph(fetches, feed_dict):
+      self.calls_run += 1
+      with graph_capture.running(self._graph_call.graph):
+        return self._graph_call.run(fetches, feed_dict)
     require_eager()  # HookedSession.run checked too, but hooks and steps call this
     if not feed_dict and fetch_plan.leaf_kind(fetches) == fetch_plan.VARIABLE:
       # v1 hooks read the global step this way after runs: an eager read is a
@@ -125,9 +142,35 @@ class RawSession:
     see CallCompiler.run_counting.
     """
     self._check_open()  # HookedSession.run, the caller, required eager
+    if self._runs_graph(fetches, feed_dict):
+      self.calls_run += 1
+      results = self._graph_call.run(fetches, feed_dict)
+      return results, int(global_step.numpy())
     self.calls_run += 1
     return self._compiler.run_counting(fetches, feed_dict, global_step,
                                        value_before)
+
+  def _runs_graph(self, fetches, feed_dict):
+    """Whether a run goes to the captured graph: one without step functions.
+
+    A run of step functions goes to the compiler; one mixing them with graph
+    elements is refused (each kind runs as its own run).
+    """
+    if self._graph_call is None:
+      return False
+    flat = tf.nest.flatten(fetches)
+    steps = [leaf for leaf in flat if callable(leaf) and not isinstance(
+        leaf, (tf.Tensor, tf.Operation, tf.Variable))]
+    if not steps:
+      return True
+    if feed_dict and any(not isinstance(k, str) for k in feed_dict) or any(
+        isinstance(leaf, (tf.Tensor, tf.Operation)) and tf.is_symbolic_tensor(leaf)
+        or isinstance(leaf, tf.Operation) for leaf in flat):
+      raise ValueError(
+          f'run() got step functions ({[fetch_plan.describe(s) for s in steps]}) '
+          'and elements of the captured graph in one call: run each in its own '
+          'run() call.')
+    return False
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step, feed_dict=None):

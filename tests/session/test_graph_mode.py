@@ -1,0 +1,212 @@
+"""TF1 graph code under `with tfmon.Graph().as_default():` (SPEC section 8)."""
+
+import logging
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+import tfmon
+
+
+def _tf1_model():
+  """TF1 graph code, unchanged: placeholders, get_variable, a v1 optimizer
+  without var_list, a v1 metric and a v1 summary."""
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+  y = tf.compat.v1.placeholder(tf.int64, [None], name='y')
+  weights = tf.compat.v1.get_variable('dense/kernel', [4, 3],
+                                      initializer=tf.compat.v1.zeros_initializer())
+  logits = tf.matmul(x, weights)
+  loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(y, logits)
+  loss = tf.identity(loss, name='loss')
+  tf.compat.v1.summary.scalar('loss_summary', loss)
+  _, accuracy_update = tf.compat.v1.metrics.accuracy(y, tf.argmax(logits, 1))
+  train_op = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9).minimize(
+      loss, global_step=global_step, name='train_op')
+  return global_step, x, y, weights, loss, accuracy_update, train_op
+
+
+def _batch(seed=0):
+  rng = np.random.default_rng(seed)
+  return rng.normal(size=(8, 4)), rng.integers(0, 3, size=8)  # float64, as numpy gives
+
+
+def test_a_tf1_script_trains_unchanged_with_tf_and_tfmon_hooks(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  with tfmon.Graph().as_default():
+    global_step, x, y, weights, loss, accuracy_update, train_op = _tf1_model()
+    assert tf.compat.v1.train.get_global_step() is global_step
+    assert {v.name for v in tf.compat.v1.global_variables()} >= {
+        'global_step:0', 'dense/kernel:0', 'dense/kernel/Momentum:0'}
+    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=6),   # TF's own objects
+             tf.compat.v1.train.NanTensorHook(loss),
+             tfmon.train.LoggingTensorHook({'loss': loss, 'step': global_step},
+                                           every_n_iter=3)]
+    xb, yb = _batch()
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), hooks=hooks, save_checkpoint_steps=3,
+        save_summaries_steps=2, log_step_count_steps=None) as sess:
+      results = []
+      while not sess.should_stop():
+        results.append(sess.run([train_op, loss, accuracy_update, 'loss:0'],
+                                feed_dict={x: xb, 'y:0': yb}))
+  assert len(results) == 6
+  assert results[0][0] is None and results[0][1] == results[0][3]
+  assert results[-1][1] < results[0][1]  # it trained
+  assert int(global_step.numpy()) == 6
+  assert weights.dtype == tf.float32  # float64 feeds did not make it float64
+  assert 'Graph was finalized.' in caplog.text
+  assert 'loss = ' in caplog.text and 'step = 3' in caplog.text
+  # TF1's Saver's content, by TF1's names: slots included, metric variables not.
+  saved = dict(tf.train.list_variables(str(tmp_path / 'model.ckpt-6')))
+  names = {k.split('/.ATTRIBUTES')[0] for k in saved}
+  assert {'variables/dense.Skernel', 'variables/dense.Skernel.SMomentum',
+          'global_step'} <= names
+  assert not any('accuracy' in n for n in names)
+  # The graph's summaries, as TF1 wrote them: simple_value scalars.
+  accumulator = event_accumulator.EventAccumulator(str(tmp_path))
+  accumulator.Reload()
+  steps = [event.step for event in accumulator.Scalars('loss_summary')]
+  assert steps == [1, 3, 5]
+
+
+def test_a_tf1_checkpoint_restores_into_the_captured_graph_by_name(tmp_path):
+  # Written by TF1's own Saver in TF1 graph mode.
+  with tf.Graph().as_default():
+    global_step, _, _, weights, _, _, _ = _tf1_model()
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run([weights.assign(tf.ones([4, 3])), global_step.assign(7)])
+      saver.save(session, str(tmp_path / 'model.ckpt'), global_step=7)
+  with tfmon.Graph().as_default():
+    global_step, x, y, weights, loss, _, train_op = _tf1_model()
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), save_summaries_steps=None,
+        log_step_count_steps=None) as sess:
+      assert int(sess.run(global_step)) == 7
+      np.testing.assert_array_equal(sess.run(weights), np.ones([4, 3]))
+      xb, yb = _batch()
+      sess.run(train_op, feed_dict={x: xb, y: yb})
+  assert int(global_step.numpy()) == 8
+
+
+class _BuildsOpsInBegin(tf.compat.v1.train.SessionRunHook):
+  """A TF1 hook as the v1 contract wants: graph ops built in begin(), run when fetched."""
+
+  def __init__(self, logdir):
+    self._logdir = logdir
+
+  def begin(self):
+    graph = tf.compat.v1.get_default_graph()
+    self.graph_was_captured = isinstance(graph, tfmon.Graph)
+    self._step = tf.compat.v1.train.get_global_step()
+    self._counter = tf.compat.v1.get_variable(
+        'hook_counter', [], tf.int64, initializer=tf.compat.v1.zeros_initializer(),
+        trainable=False)
+    self._increment = tf.compat.v1.assign_add(self._counter, 1)
+    self._scale = tf.compat.v1.placeholder(tf.int64, [], name='hook_scale')
+    self._scaled = self._counter * self._scale
+    self._writer = tf.compat.v1.summary.FileWriter(self._logdir)
+    self.step_op_name = self._step.op.name
+    self.seen = []
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(
+        {'inc': self._increment, 'scaled': self._scaled},
+        feed_dict={self._scale: 10})
+
+  def after_run(self, run_context, run_values):
+    self.seen.append(run_values.results['scaled'])
+    self._writer.add_summary(tf.compat.v1.Summary(value=[
+        tf.compat.v1.Summary.Value(tag='counter', simple_value=run_values.results['inc'])
+    ]), len(self.seen))
+
+  def end(self, session):
+    self.final = session.run(self._counter)
+    self._writer.close()
+
+
+def test_hooks_build_graph_ops_in_begin_that_run_when_fetched(tmp_path):
+  with tfmon.Graph().as_default():
+    _, x, y, _, loss, _, train_op = _tf1_model()
+    hook = _BuildsOpsInBegin(str(tmp_path))
+    xb, yb = _batch()
+    with tfmon.train.MonitoredSession(hooks=[hook]) as sess:
+      for _ in range(3):
+        sess.run(train_op, feed_dict={x: xb, y: yb})
+      sess.run(loss, feed_dict={x: xb, y: yb})  # the hook's op runs here too
+  assert hook.graph_was_captured
+  assert hook.step_op_name.startswith('global_step')
+  # The hook's read and increment in one run are unordered, as in TF1: each
+  # run reads the count before or after its own increment, times the fed 10.
+  assert all(seen in (10 * run, 10 * (run + 1)) for run, seen in enumerate(hook.seen))
+  assert hook.final == 4
+  accumulator = event_accumulator.EventAccumulator(str(tmp_path))
+  accumulator.Reload()
+  assert [e.value for e in accumulator.Scalars('counter')] == [1, 2, 3, 4]
+
+
+def test_a_hooks_own_run_of_the_loss_never_trains():
+  with tfmon.Graph().as_default():
+    global_step, x, y, weights, loss, _, train_op = _tf1_model()
+    xb, yb = _batch()
+    with tfmon.train.MonitoredSession() as sess:
+      sess.run(train_op, feed_dict={x: xb, y: yb})
+      before = sess.run(weights)
+      sess.run(loss, feed_dict={x: xb, y: yb})
+      np.testing.assert_array_equal(sess.run(weights), before)
+      assert sess.run(global_step) == 1
+
+
+def test_capture_graph_builds_in_a_function():
+  graph, (global_step, x, y, *_, train_op) = tfmon.train.capture_graph(_tf1_model)
+  xb, yb = _batch()
+  with graph.as_default():
+    with tfmon.train.MonitoredSession() as sess:
+      sess.run(train_op, feed_dict={x: xb, y: yb})
+  assert int(global_step.numpy()) == 1
+
+
+def test_bad_fetches_and_feeds_name_the_value_and_the_fix():
+  with tfmon.Graph().as_default():
+    _, x, y, _, loss, _, _ = _tf1_model()
+    with tfmon.train.MonitoredSession() as sess:
+      with pytest.raises(ValueError, match=r"Fetch name 'los:0' names nothing.*"
+                         r"Nearest names: \['loss'"):
+        sess.run('los:0', feed_dict={x: np.zeros([1, 4]), y: [0]})
+      with pytest.raises(ValueError, match=r'Cannot feed value of shape \(2, 5\) '
+                         r"for Tensor 'x:0', which has shape \(None, 4\)"):
+        sess.run(loss, feed_dict={x: np.zeros([2, 5]), y: [0, 1]})
+  with tf.Graph().as_default():
+    other = tf.constant(1.0)
+  with tfmon.Graph().as_default():
+    _tf1_model()
+    with tfmon.train.MonitoredSession() as sess:
+      with pytest.raises(ValueError, match='another graph'):
+        sess.run(other)
+
+
+def test_what_a_captured_graph_cannot_run_is_refused_at_creation_with_the_fix():
+  with tfmon.Graph().as_default():
+    _tf1_model()
+    with pytest.raises(ValueError, match='steps_per_loop=4 with a captured TF1 graph'):
+      tfmon.train.MonitoredSession(steps_per_loop=4)
+    # What tf.compat.v1.train.string_input_producer and the like register.
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS,
+                                   types.SimpleNamespace(name='input_producer'))
+    with pytest.raises(ValueError, match=r'queue runners.*tf\.data'):
+      tfmon.train.MonitoredSession()
+
+
+def test_tf1_v1_layers_build_with_tf_keras_installed():
+  pytest.importorskip('tf_keras')
+  with tfmon.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+    logits = tf.compat.v1.layers.dense(x, 3, name='logits')
+    assert 'logits/kernel:0' in {v.name for v in tf.compat.v1.trainable_variables()}
+    with tfmon.train.MonitoredSession() as sess:
+      assert sess.run(logits, feed_dict={x: np.ones([2, 4])}).shape == (2, 3)

@@ -1,0 +1,215 @@
+"""Graph: TF1 graph code, captured as it is built, for a session to run.
+
+The other way a session's function is made (StepGraph traces a step function):
+inside `with tfmon.Graph().as_default():` TF1 code builds its graph unchanged
+(placeholders, `get_variable`, v1 layers, optimizers, metrics and summaries,
+collections), and a tfmon session created there runs it (GraphCall).
+
+What the capture promises:
+  - the graph is a `FuncGraph`: an op that uses an eager tensor captures it;
+  - every variable is an eager variable, made when the graph code creates it
+    (a variable creator runs its initializer under `init_scope`), named as TF1
+    named it, and listed in the graph's collections (`global_variables()`,
+    `trainable_variables()`, LOCAL_VARIABLES for v1 metrics), so v1 optimizers
+    find what to train and checkpoints find what to save;
+  - a session finalizes the graph after its hooks' `begin()`, as TF1 did, and
+    runs subgraphs of it as pruned functions (`WrappedFunction.prune`).
+"""
+
+import contextlib
+import os
+import threading
+import warnings
+
+import tensorflow as tf
+# The one place tfmon uses wrap_function's internals: the graph capture that
+# `tf.compat.v1.wrap_function` is built on, with its variable creator
+# (tests/compiled/test_graph_capture.py fails loudly if a TF upgrade removes them).
+from tensorflow.python.eager import wrap_function
+from tensorflow.python.framework import func_graph
+
+
+class Graph(func_graph.FuncGraph):
+  """A drop-in for `tf.Graph` whose TF1 code a tfmon session runs eagerly.
+
+  Use it as TF1 used its graph: `with tfmon.Graph().as_default():` around the
+  graph code and the session. See the module doc.
+  """
+
+  def __init__(self, name='tfmon_graph'):
+    super().__init__(name, collections={})
+    self._variable_holder = wrap_function.VariableHolder(share_variables=False)
+    self._wrapped = None
+    self._entered = 0
+
+  @contextlib.contextmanager
+  def as_default(self):
+    _route_v1_layers_to_tf_keras()
+    # One creator however deeply entered (TF1 code re-enters its graph).
+    creator = (contextlib.nullcontext() if self._entered else
+               tf.variable_creator_scope(self._create_variable))
+    self._entered += 1
+    try:
+      with super().as_default(), creator, warnings.catch_warnings(), \
+          _tf1_tensor_equality():
+      # A v1 summary op built here is what we want (a v1 Summary proto); TF
+      # warns that it found no TF2 writer to forward it to.
+        warnings.filterwarnings('ignore', message='Cannot activate TF2 compatibility')
+        yield self
+    finally:
+      self._entered -= 1
+
+  def _create_variable(self, next_creator, **kwargs):
+    """Makes a variable of the graph code eager, in the graph's collections,
+    and gives it `.op` and `.graph`, as TF1's had.
+
+    TF1 code and hooks read `variable.op.name` and `variable.graph`, which an
+    eager variable refuses: they are those of its handle captured in this
+    graph. Variables a session on the graph makes while it runs (a
+    checkpoint's save counter) are left alone.
+    """
+    if getattr(_running, 'graph', None) is self and tf.executing_eagerly():
+      return next_creator(**kwargs)
+    variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
+    if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
+      with self.as_default():  # also under init_scope (a v1 optimizer's slots)
+        handle = self.capture(variable.handle, name=variable.name.split(':')[0])
+      variable.__class__ = _graph_variable_class(type(variable))
+      variable._tfmon_graph_handle = handle  # pylint: disable=protected-access
+    return variable
+
+  def global_variables(self):
+    """The graph's global variables, each once, in the order made (TF1's Saver's)."""
+    return _unique(self.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES))
+
+  def wrapped_function(self):
+    """The whole graph as a WrappedFunction, to prune (made once, when finalized)."""
+    if self._wrapped is None or not self.finalized:
+      with tf.init_scope():
+        self._wrapped = wrap_function.WrappedFunction(self, self._variable_holder)
+    return self._wrapped
+
+
+@contextlib.contextmanager
+def _tf1_tensor_equality():
+  """TF1's tensor equality (by identity, so hashable) while graph code runs.
+
+  TF2 makes a tensor of a function graph unhashable, and TF1 code keys dicts by
+  tensors: `feed_dict={x: batch}`, `SessionRunArgs(feed_dict={...})`.
+  """
+  was_on = getattr(tf.Tensor, '_USE_EQUALITY', True)
+  tf.compat.v1.disable_tensor_equality()
+  try:
+    yield
+  finally:
+    if was_on:
+      tf.compat.v1.enable_tensor_equality()
+
+
+def capture_graph(build):
+  """Runs `build()` inside a new `Graph`; returns `(graph, what build returned)`.
+
+  For scripts that build their graph in a function: create the session inside
+  `with graph.as_default():` to run it.
+  """
+  graph = Graph()
+  with graph.as_default():
+    return graph, build()
+
+
+class _GraphVariable:
+  """Mixed into a captured graph's eager variables: `.op` and `.graph` as TF1's.
+
+  Also when executing eagerly: v1 optimizers key their slots by `var.op` when
+  it exists, and look them up both in graph code and under `init_scope`.
+  """
+
+  @property
+  def op(self):
+    return self._tfmon_graph_handle.op
+
+  @property
+  def graph(self):
+    graph = self._tfmon_graph_handle.graph
+    if tf.compat.v1.get_default_graph() is graph:
+      return graph
+    return super().graph  # eager code (a checkpoint's traced write) builds elsewhere
+
+  @property
+  def initial_value(self):
+    value = super().initial_value
+    if tf.executing_eagerly():
+      return value
+    # A tensor of the graph (TF1's global-step read uses it in a cond). An eager
+    # variable keeps no initial value; it is always initialized, so the value
+    # is never read.
+    return tf.zeros(self.shape, self.dtype) if value is None else tf.identity(value)
+
+
+_graph_variable_classes = {}
+
+
+def _graph_variable_class(cls):
+  if cls not in _graph_variable_classes:
+    _graph_variable_classes[cls] = type(cls.__name__, (_GraphVariable, cls), {})
+  return _graph_variable_classes[cls]
+
+
+def _unique(items):
+  return list({id(item): item for item in items}.values())
+
+
+def current():
+  """The tfmon.Graph that is the default graph here, or the one a running
+  session works on (see `running`), or None."""
+  graph = tf.compat.v1.get_default_graph()
+  if isinstance(graph, Graph):
+    return graph
+  return getattr(_running, 'graph', None)
+
+
+_running = threading.local()
+
+
+@contextlib.contextmanager
+def running(graph):
+  """Runs eagerly (out of `graph`'s graph mode) while keeping `graph` as the one
+  `current()` names: what a session does between its hooks' graph code."""
+  if graph is None:
+    yield
+    return
+  previous = getattr(_running, 'graph', None)
+  _running.graph = graph
+  try:
+    with tf.init_scope():
+      yield
+  finally:
+    _running.graph = previous
+
+
+_layers_routed = []
+
+
+def _route_v1_layers_to_tf_keras():
+  """Points `tf.compat.v1.layers` at tf_keras' v1 layers when tf_keras is installed.
+
+  With Keras 3, TensorFlow routes `tf.compat.v1.layers` to Keras 3, which has no
+  v1 layers ("`dense` is not available with Keras 3") unless TF_USE_LEGACY_KERAS
+  was set when the module was first used. It is set for that first use only, so
+  `tf.keras` stays what the program chose.
+  """
+  if _layers_routed or os.environ.get('TF_USE_LEGACY_KERAS') is not None:
+    return
+  _layers_routed.append(True)
+  try:
+    import tf_keras  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return
+  layers = tf.compat.v1.layers
+  if getattr(layers, '_tfll_initialized', True):
+    return  # already resolved: TF_USE_LEGACY_KERAS decided
+  os.environ['TF_USE_LEGACY_KERAS'] = '1'
+  try:
+    getattr(layers, 'dense')  # resolves the loader, reading the variable
+  finally:
+    del os.environ['TF_USE_LEGACY_KERAS']

@@ -1,0 +1,88 @@
+"""A session on a captured TF1 graph (SPEC section 8): hooks as TF1 ran them.
+
+A session made inside `with tfmon.Graph().as_default():` runs eagerly below its
+hooks (`graph_capture.running`), while each hook that is not one of tfmon's
+own runs in graph mode with the captured graph as the default graph, as TF1
+ran it: ops it builds in `begin()` are graph ops that run when fetched, and
+`tf.compat.v1.get_default_graph()` is the captured graph in every callback.
+After the hooks' `begin()`, the graph is finalized, as TF1 did.
+"""
+
+import tensorflow as tf
+
+from tfmon import tf_logging as logging
+
+
+def is_tfmon_hook(hook):
+  """Whether `hook` is (or subclasses) one of tfmon's own hook classes, which
+  run eagerly."""
+  return any(cls.__module__.startswith('tfmon.') for cls in type(hook).__mro__)
+
+
+class GraphModeHook(tf.compat.v1.train.SessionRunHook):
+  """Runs a TF1 hook's callbacks with the captured graph as the default graph."""
+
+  def __init__(self, hook, graph):
+    self.hook = hook
+    self._graph = graph
+
+  def begin(self):
+    with self._graph.as_default():
+      self.hook.begin()
+
+  def after_create_session(self, session, coord):
+    with self._graph.as_default():
+      self.hook.after_create_session(session, coord)
+
+  def before_run(self, run_context):
+    with self._graph.as_default():
+      return self.hook.before_run(run_context)
+
+  def after_run(self, run_context, run_values):
+    with self._graph.as_default():
+      self.hook.after_run(run_context, run_values)
+
+  def end(self, session):
+    with self._graph.as_default():
+      self.hook.end(session)
+
+  def __getattr__(self, name):  # what a caller reads of the hook itself
+    return getattr(self.hook, name)
+
+  def __repr__(self):
+    return repr(self.hook)
+
+
+def hooks_for(hooks, graph):
+  """`hooks`, each TF1 hook wrapped to run in graph mode on `graph`."""
+  return [hook if is_tfmon_hook(hook) else GraphModeHook(hook, graph)
+          for hook in hooks]
+
+
+def refuse_unsupported(graph, strategy, jit_compile, steps_per_loop):
+  """Raises ValueError, with the fix, for what a captured graph cannot run yet."""
+  if strategy is not None:
+    raise ValueError(
+        f'strategy={strategy!r} with a captured TF1 graph: a tfmon.Graph runs on '
+        'one device set. Build the model as a step function (README "Porting '
+        'from TF1") to train under a strategy.')
+  if jit_compile:
+    raise ValueError(
+        f'jit_compile={jit_compile!r} with a captured TF1 graph is not supported: '
+        'leave it unset, or build the model as a step function.')
+  if steps_per_loop != 1:
+    raise ValueError(
+        f'steps_per_loop={steps_per_loop!r} with a captured TF1 graph is not '
+        'supported yet: leave it 1, or build the model as a step function.')
+  queue_runners = graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
+  if queue_runners:
+    raise ValueError(
+        f'The graph has queue runners ({[q.name for q in queue_runners]}), which a '
+        'tfmon session does not start (TF1 input pipelines built on queues hang '
+        'without them). Read the input with tf.data instead: '
+        'tf.compat.v1.data.make_one_shot_iterator(dataset).get_next().')
+
+
+def finalize(graph):
+  graph.finalize()
+  logging.info('Graph was finalized.')
