@@ -9,7 +9,10 @@ handed to its handlers when absl's verbosity was set to allow it. A verbosity se
 on neither keeps Python's default (WARNING and above).
 
 TensorFlow gives its logger a handler of its own when the root logger has none
-at its first line ("to prevent double logging"). A root handler added later
+at its first line ("to prevent double logging"). It prints TF1's format,
+`INFO:tensorflow:<message>`, which TF1 users grep for, as does the handler
+`logging.basicConfig()` adds; `absl.app.run` installs absl's format, which is
+then the program's choice. A root handler added later
 (by `absl.app.run`, or by `logging.basicConfig`, which Python's module-level
 `logging.info` calls, as TensorFlow's checkpoint code does) would print every
 line twice: lines then go to the root's handlers and not to TF's own.
