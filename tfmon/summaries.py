@@ -22,6 +22,8 @@ from tfmon import tf_logging as logging
 _writers = {}
 _failed = {}  # id(writer) -> the error that made us give it up
 _logdirs = {}  # id(writer) -> its directory, for writers made here
+_held_events = set()  # id(writer), its directory having held event files before it
+_wrote_graph = set()  # id(writer), a session having written its graph through it
 _NEVER = 2**31 - 1  # a writer's max_queue and flush_millis: it never flushes itself
 
 
@@ -37,12 +39,32 @@ def writer_for(logdir, arg_name='output_dir'):
   logdir = paths.check_directory(logdir, arg_name)
   writer = _writers.get(logdir)
   if writer is None:
+    held_events = bool(tf.io.gfile.glob(f'{logdir}/events.out.tfevents.*'))
     writer = tf.summary.create_file_writer(logdir, max_queue=_NEVER,
                                            flush_millis=_NEVER)
     _flush_from_python_only(writer)
     _writers[logdir] = writer
     _logdirs[id(writer)] = logdir
+    if held_events:
+      _held_events.add(id(writer))
   return writer
+
+
+def graph_written(writer, resumed):
+  """Whether `writer`'s directory already holds the job's graph.
+
+  It does when a session wrote it through `writer`, or, for a `resumed` job,
+  when the directory held event files before this process made `writer`: the
+  job's first session wrote the graph there. TensorBoard takes a second graph
+  in one directory for a mistake ("Found more than one graph event per run").
+  A job started anew writes its graph, which may be another model's.
+  """
+  return id(writer) in _wrote_graph or (resumed and id(writer) in _held_events)
+
+
+def wrote_graph(writer):
+  """Records that a session wrote its graph through `writer`."""
+  _wrote_graph.add(id(writer))
 
 
 def _flush_from_python_only(writer):

@@ -1,8 +1,11 @@
 """SummarySaverHook and StepCounterHook, read back with TensorBoard's own reader."""
 
+import glob
 import logging
+import os
 
 import pytest
+from tensorboard.backend.event_processing import event_accumulator
 import tensorflow as tf
 
 import tfmon
@@ -63,6 +66,56 @@ def test_a_resumed_job_replaces_what_its_dead_run_wrote_after_its_checkpoint(tmp
   steps, values = event_files.served(tmp_path, 'loss')
   assert steps == list(range(1, 13))
   assert values[6:] == pytest.approx(losses)
+
+
+def _graph_events(logdir):
+  return sum(event.HasField('graph_def')
+             for path in glob.glob(os.path.join(str(logdir), 'events.out.tfevents.*'))
+             for event in tf.compat.v1.train.summary_iterator(path))
+
+
+def _assert_one_graph(logdir, caplog):
+  """TensorBoard's loader finds a graph in `logdir`, and only one."""
+  caplog.clear()
+  accumulator = event_accumulator.EventAccumulator(str(logdir))
+  accumulator.Reload()
+  assert accumulator.Tags()['graph']
+  assert 'more than one graph event' not in caplog.text
+  assert _graph_events(logdir) == 1
+
+
+def _write_graph_as_an_earlier_process(logdir):
+  writer = tf.summary.create_file_writer(str(logdir))
+  with writer.as_default():
+    tf.summary.graph(tf.Graph())
+  writer.close()
+
+
+def test_the_graph_is_written_once_per_directory_also_when_the_job_resumes(
+    tmp_path, caplog):
+  caplog.set_level(logging.WARNING)
+  duties = dict(checkpoint_dir=str(tmp_path / 'job'), save_checkpoint_steps=2,
+                save_summaries_steps=1, log_step_count_steps=None)
+  Job().train(2, **duties)
+  forget_global_step()
+  Job().train(4, **duties)  # resumed from step 2, in this process
+  _assert_one_graph(tmp_path / 'job', caplog)
+
+  # Resumed by a new process: the directory holds the first process's graph.
+  _write_graph_as_an_earlier_process(tmp_path / 'logs')
+  forget_global_step()
+  Job().train(6, summary_dir=str(tmp_path / 'logs'), **duties)
+  _assert_one_graph(tmp_path / 'logs', caplog)
+  # Resumed into a directory without event files: it gets the graph.
+  forget_global_step()
+  Job().train(8, summary_dir=str(tmp_path / 'new_logs'), **duties)
+  _assert_one_graph(tmp_path / 'new_logs', caplog)
+  # A job started anew writes its own graph, whatever the directory holds.
+  _write_graph_as_an_earlier_process(tmp_path / 'old_logs')
+  forget_global_step()
+  Job().train(2, checkpoint_dir=str(tmp_path / 'new_job'),
+              summary_dir=str(tmp_path / 'old_logs'), save_summaries_steps=1)
+  assert _graph_events(tmp_path / 'old_logs') == 2
 
 
 @pytest.mark.parametrize('steps_per_loop', [1, 4])

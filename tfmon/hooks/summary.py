@@ -34,7 +34,8 @@ class SummarySaverHook(SessionRunHook):
   traces its calls once under this hook's writer with `tf.summary.record_if` fed
   true only on trigger runs: no retrace, and non-trigger runs skip the summary ops.
   As v1, the first run records, then the timer decides, and summaries carry the
-  post-step global step. The first call's graph is written for TensorBoard. As
+  post-step global step. The first call's graph is written for TensorBoard,
+  once per directory: a resumed job's session does not write it again. As
   v1, each session starts with a `SessionLog.START` event at its first step, so
   TensorBoard drops what an earlier run of the job wrote from there on (a job
   killed after its last checkpoint redoes those steps when resumed).
@@ -78,6 +79,7 @@ class SummarySaverHook(SessionRunHook):
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('SummarySaverHook')
     self._next_step = None
+    self._write_graph = True  # after_create_session tells if the directory has it
     self._timer.reset()
     if self._scaffold is not None:
       self._summary_ops = self._scaffold.summary_ops
@@ -89,10 +91,14 @@ class SummarySaverHook(SessionRunHook):
         self._graph_summary_op = tf.compat.v1.summary.merge_all()
 
   def after_create_session(self, session, coord):
+    start_step = int(session.run(self._global_step_tensor))
     # v1 wrote it after its first run, before that run's summaries, which it
     # wrote itself; here the run writes them, so the start goes first.
-    summaries.write_session_start(
-        self._writer, int(session.run(self._global_step_tensor)) + 1)
+    summaries.write_session_start(self._writer, start_step + 1)
+    # Once per directory: a resumed job's first session wrote it (v1 wrote it
+    # at every start, and TensorBoard warned of more than one graph).
+    self._write_graph = not summaries.graph_written(self._writer,
+                                                    resumed=start_step > 0)
 
   def steps_until_observed(self, global_step):
     if self._next_step is None:
@@ -116,7 +122,7 @@ class SummarySaverHook(SessionRunHook):
     requests = {
         'summaries': RecordSummaries(self._writer, self._request_summary,
                                      self._global_step_tensor,
-                                     write_graph=self._next_step is None),
+                                     write_graph=self._first_graph_run()),
     }
     if self._request_summary and self._summary_op_fetches:
       requests['summary_op'] = self._summary_op_fetches
@@ -125,17 +131,23 @@ class SummarySaverHook(SessionRunHook):
   def after_run(self, run_context, run_values):
     global_step = training_util.global_step_after_run(
         run_context, self._global_step_tensor)
+    if self._first_graph_run():
+      summaries.wrote_graph(self._writer)
     if self._request_summary:
       self._timer.update_last_triggered_step(global_step)
       if self._graph is not None:
         summaries.write_graph_summaries(
             self._writer, run_values.results and run_values.results['graph_summary'],
-            global_step, self._graph if self._next_step is None else None)
+            global_step, self._graph if self._first_graph_run() else None)
       summaries.flush(self._writer)  # a failure is logged once; training goes on
     self._next_step = global_step + 1
 
   def end(self, session):
     summaries.flush(self._writer)
+
+  def _first_graph_run(self):
+    """Whether this run writes the graph: the session's first, unless written."""
+    return self._next_step is None and self._write_graph
 
 
 def _is_graph_tensor(value):
