@@ -169,3 +169,59 @@ def test_runs_where_every_hook_is_idle_use_a_function_without_their_outputs():
     raw = sess._coordinated_creator.tf_sess  # pylint: disable=protected-access
   assert step.traces == 1
   assert raw.compiled_functions == 2
+
+
+def _lazy_keras_job(checkpoint_dir, last_step):
+  """A Keras model without Input, built by its first call, inside the step."""
+  keras = pytest.importorskip('keras')
+  keras.utils.set_random_seed(0)
+  global_step = tfmon.train.get_or_create_global_step()
+  model = keras.Sequential([keras.layers.Dense(4, activation='relu'),
+                            keras.layers.Dense(1)])
+  optimizer = keras.optimizers.SGD(0.1, momentum=0.9)
+
+  def step(x, y):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean((model(x) - y) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    global_step.assign_add(1)
+    return {'loss': loss}
+
+  step = _Counted(step)
+  x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(8, 3)
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=str(checkpoint_dir), save_checkpoint_steps=2,
+      hooks=[tfmon.train.StopAtStepHook(last_step=last_step)]) as sess:
+    while not sess.should_stop():
+      sess.run(step, feed_dict={'x': x, 'y': x.sum(axis=1, keepdims=True)})
+  return step, model, optimizer
+
+
+def test_a_step_that_builds_its_model_in_its_first_trace_traces_once(tmp_path):
+  step, model, optimizer = _lazy_keras_job(tmp_path, last_step=3)
+  assert step.traces == 1  # as Keras fit, which builds the model before its trace
+  # The default checkpoint holds what the trace created: model and slots.
+  saved = {name for name, _ in tf.train.list_variables(
+      tf.train.latest_checkpoint(str(tmp_path)))}
+  for variable in model.variables + optimizer.variables:
+    key = variable.value.name.split(':')[0].replace('/', '.S')
+    assert f'variables/{key}/.ATTRIBUTES/VARIABLE_VALUE' in saved, (key, saved)
+
+
+def test_a_tf1_style_step_making_its_variables_traces_once():
+  global_step = tfmon.train.get_or_create_global_step()
+
+  def step():
+    weights = tf.compat.v1.get_variable('trace_once/w', [2],
+                                        initializer=tf.compat.v1.ones_initializer())
+    optimizer = tf.compat.v1.train.AdamOptimizer(0.1)
+    return {'loss': tf.reduce_sum(weights),
+            'train': optimizer.minimize(lambda: tf.reduce_sum(weights * weights),
+                                        var_list=[weights], global_step=global_step)}
+
+  step = _Counted(step)
+  with tfmon.train.MonitoredSession() as sess:
+    losses = [sess.run(step)['loss'] for _ in range(3)]
+  assert step.traces == 1
+  assert losses[0] == 2.0 and losses[2] < losses[1] < losses[0]

@@ -27,6 +27,7 @@ import contextlib
 import functools
 import inspect
 import numbers
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -83,13 +84,108 @@ def _autograph_converted(fn):
   return call
 
 
-def _recording_into(created):
-  """A variable creator appending each variable it creates to `created`."""
+def _computed_eagerly(initial_value):
+  """`initial_value` (a callable, or a value) made outside the trace, or None if
+  it depends on the trace's tensors. A callable stays a callable: a value to
+  restore on creation is unwrapped only when a callable returns it."""
+  with tf.init_scope():
+    try:
+      value = initial_value() if callable(initial_value) else initial_value
+    except Exception:  # pylint: disable=broad-except
+      return None  # tf.function's way, tried next, raises what is wrong
+  if tf.is_symbolic_tensor(getattr(value, 'wrapped_value', value)):
+    return None
+  return (lambda: value) if callable(initial_value) else value
+
+
+def _created_eagerly_into(created):
+  """A variable creator making every variable of a trace eagerly, into `created`.
+
+  tf.function traces a body a second time once its first trace created
+  variables: the first trace initializes them in a `tf.cond` each. Keras `fit`
+  traces its step once because it builds the model before tracing; a step that
+  builds it lazily (a Keras model without Input, a TF1-style `get_variable`, an
+  optimizer's slots) would pay its trace twice. So a variable whose initial
+  value does not depend on the trace's tensors is made under `init_scope` with
+  `experimental_enable_variable_lifting=False`, the public opt-out of
+  tf.function's own creator: the variable is eager and initialized at once,
+  and the first trace is the only one. An initial value computed from the
+  step's tensors is left to tf.function (which lifts it, or fails as it does).
+  Every variable made is appended to `created`, read or not: a v1 optimizer's
+  update op takes its slots' handles and never reads them.
+  """
   def creator(next_creator, **kwargs):
-    variable = next_creator(**kwargs)
+    if kwargs.get('experimental_enable_variable_lifting') is False:
+      return next_creator(**kwargs)  # a function-local variable, by request
+    if tf.executing_eagerly():  # under init_scope (optimizers make some there)
+      variable = next_creator(**dict(kwargs, experimental_enable_variable_lifting=False))
+    else:
+      initial_value = _computed_eagerly(kwargs.get('initial_value'))
+      if initial_value is None:
+        variable = next_creator(**kwargs)
+      else:
+        with tf.init_scope():
+          variable = next_creator(**dict(
+              kwargs, initial_value=initial_value,
+              experimental_enable_variable_lifting=False))
     created.append(variable)
     return variable
   return creator
+
+
+class _TrainableVariablesUsed(list):
+  """A function graph's TRAINABLE_VARIABLES collection: the trainable variables
+  the graph has used so far, after what was added to the collection.
+
+  TF1's `optimizer.minimize(loss)` without `var_list` (and
+  `tf.compat.v1.trainable_variables()`) took the graph's trainable variables.
+  A step's variables are eager, in no collection, so inside a trace that list
+  was empty ("No variables to optimize."). The variables the step has read
+  when it calls `minimize` are the ones its loss can depend on; an optimizer
+  leaves out those without a gradient, as TF1 did.
+
+  The variables used are FuncGraph's `_watched_variables`, which nested graphs
+  (a cond branch, a while body) add to as well; the graph's collections hold
+  this list in place of the outer graph's (`_collections`). Both private: this
+  is the one place they are read; tests/compiled/test_step_graph.py fails if
+  they go.
+  """
+
+  def __init__(self, graph, added):
+    super().__init__(added)
+    self._graph = weakref.ref(graph)
+
+  def _used(self):
+    graph = self._graph()
+    watched = getattr(graph, '_watched_variables', ())
+    used = sorted((v for v in watched if getattr(v, 'trainable', False)),
+                  key=lambda v: v.name)  # a set: sorted, so the order is stable
+    return _unique(list(super().__iter__()) + used)
+
+  def __iter__(self):
+    return iter(self._used())
+
+  def __len__(self):
+    return len(self._used())
+
+
+@contextlib.contextmanager
+def _trainable_variables_used(graph):
+  """Makes `graph`'s TRAINABLE_VARIABLES collection a _TrainableVariablesUsed."""
+  collections = getattr(graph, '_collections', None)
+  if not isinstance(collections, dict) or not hasattr(graph, '_watched_variables'):
+    yield  # another TensorFlow: minimize() needs var_list, as it says
+    return
+  key = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
+  original = collections.get(key)
+  collections[key] = _TrainableVariablesUsed(graph, original or ())
+  try:
+    yield
+  finally:
+    if original is None:
+      collections.pop(key, None)
+    else:
+      collections[key] = original
 
 
 def _unique(variables):
@@ -179,11 +275,9 @@ class StepGraph:
       self._tracing = (tuple(feed_specs), list(self._names))
       created = []
       try:
-        # Variables the trace creates are recorded, read or not: a v1
-        # optimizer's update op takes its slots' handles and never reads them,
-        # so the graph's own list of variables misses them. A creator scope
-        # entered eagerly also sees those created under init_scope.
-        with tf.variable_creator_scope(_recording_into(created)):
+        # Entered eagerly, the creator also sees variables made under
+        # init_scope during the trace.
+        with tf.variable_creator_scope(_created_eagerly_into(created)):
           # A new tf.function each time: the body depends on `_tracing`, which
           # the tf.function's own cache would not see.
           concrete = tf.function(self._body, autograph=False).get_concrete_function(*specs)
@@ -200,11 +294,11 @@ class StepGraph:
     """The traced body: the step under the summary writer, then its outputs."""
     keys, names = self._tracing
     with contextlib.ExitStack() as scope:
-      # TF1 built a step's graph once: a later trace (TensorFlow's own second
-      # one after a trace that creates variables, a new feed shape, a newly
-      # fetched name) gets the variables tf.compat.v1.get_variable made.
+      # TF1 built a step's graph once: a later trace (a new feed shape, a
+      # newly fetched name) gets the variables tf.compat.v1.get_variable made.
       scope.enter_context(tf.compat.v1.variable_scope(
           tf.compat.v1.get_variable_scope(), reuse=tf.compat.v1.AUTO_REUSE))
+      scope.enter_context(_trainable_variables_used(tf.compat.v1.get_default_graph()))
       record = stamp = None
       if self._writer is not None:
         record, offset, inputs = inputs[0], inputs[1], inputs[2:]
