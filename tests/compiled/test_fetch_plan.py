@@ -111,17 +111,69 @@ def test_tf_function_steps_trace_inline_so_their_names_resolve(sess):
   assert result[2:] == [6.0, 3.0]
 
 
-def test_unknown_name_lists_the_names_that_exist(sess):
+def test_a_name_of_a_variable_fetches_it_as_the_variable(sess):
+  weights = tf.Variable(1.0, name='fetched_by_name')
+
   def step():
-    tf.identity(tf.constant(1.0), name='softmax_tensor')
+    weights.assign_add(1.0)
+    return {'loss': weights * 10.0}
+
+  # Its value when the call starts, as a fetched variable's; then after a step.
+  assert sess.run([tfmon.train.op(step), 'fetched_by_name', 'fetched_by_name:0',
+                   weights, 'loss']) == [None, 1.0, 1.0, 1.0, 20.0]
+  assert sess.run(['fetched_by_name', step]) == [2.0, {'loss': 30.0}]
+
+
+def test_a_name_of_the_global_step_resolves_in_fused_runs_too():
+  global_step = tfmon.train.get_or_create_global_step()
+  seen = []
+
+  class EveryFourSteps(tfmon.train.SessionRunHook):
+
+    def steps_until_observed(self, step):
+      return 4 - step % 4
+
+    def before_run(self, run_context):
+      return tfmon.train.SessionRunArgs('global_step')
+
+    def after_run(self, run_context, run_values):
+      seen.append(int(run_values.results))
+
+  with tfmon.train.MonitoredTrainingSession(
+      checkpoint_dir=None, steps_per_loop=8, hooks=[
+          EveryFourSteps(), tfmon.train.StopAtStepHook(last_step=8)]) as sess:
+    while not sess.should_stop():
+      sess.run(tfmon.train.op(lambda: global_step.assign_add(1)))
+  assert seen[-2:] == [3, 7]  # before the step that reaches 4 and 8
+
+
+def test_a_name_ending_two_variables_names_them(sess):
+  first = tf.Variable(1.0, name='a/kernel')
+  second = tf.Variable(2.0, name='b/kernel')
+  with pytest.raises(ValueError, match=r"Fetch name 'kernel' names 2 variables of "
+                     r"this call \(\['a/kernel:0', 'b/kernel:0'\]\): fetch the "
+                     r"variable itself\."):
+    sess.run([tfmon.train.op(lambda: first + second), 'kernel'])
+
+
+def test_an_unknown_name_is_one_sentence_with_the_returned_keys_and_nearest_names(sess):
+  weights = tf.Variable(2.0, name='dense/kernel')
+
+  def step():
+    tf.identity(weights * 3.0, name='softmax_tensor')
+    tf.summary.scalar('accuracy', 1.0)  # internal tensors: not listed
     return {'loss': tf.constant(1.0)}
 
   with pytest.raises(ValueError) as error:
-    sess.run([tfmon.train.op(step), 'lost'])
-  message = str(error.value)
-  assert "'lost'" in message
-  assert "['loss']" in message
-  assert 'softmax_tensor:0' in message
+    sess.run([tfmon.train.op(step), 'softmax_tensr'])
+  assert str(error.value) == (
+      "Fetch name 'softmax_tensr' names no tensor or variable of this call, whose "
+      "step functions return ['loss']; nearest names: ['softmax_tensor'].")
+  with pytest.raises(ValueError) as error:
+    sess.run([tfmon.train.op(step), 'dense/kernal'])
+  assert str(error.value).endswith("nearest names: ['dense/kernel'].")
+  with pytest.raises(ValueError, match=r"'zzz' names no tensor .* nearest names: none\.$"):
+    sess.run([tfmon.train.op(step), 'zzz'])
 
 
 def test_fetch_of_invalid_type_names_the_value_and_what_is_accepted(sess):

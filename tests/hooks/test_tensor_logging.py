@@ -185,11 +185,42 @@ def test_formatter_output_is_logged_as_is(caplog):
   assert _logged(caplog) == [('step 1 at 100%s', False), ('step 3 at 100%s', False)]
 
 
-def test_unknown_name_raises_at_the_run_listing_the_names():
+def test_unknown_name_raises_at_the_run_with_the_returned_keys_and_nearest_names():
   hook = LoggingTensorHook(['lost'], every_n_iter=1)
-  with pytest.raises(ValueError, match=r"Fetch name 'lost' names no tensor of this "
-                     r"call.*\['loss', 'step'\]"):
+  with pytest.raises(ValueError, match=r"^Fetch name 'lost' names no tensor or "
+                     r"variable of this call, whose step functions return "
+                     r"\['loss', 'step'\]; nearest names: \['loss'\]\.$"):
     _run([hook], runs=1)
+
+
+@pytest.mark.parametrize('name', ['global_step', 'global_step:0'])
+def test_a_variable_is_logged_by_its_name_as_in_tf1(caplog, name):
+  # The variable's value when the run starts, as a fetched variable's.
+  _run([LoggingTensorHook({'gs': name, 'loss': 'loss'}, every_n_iter=2)], runs=3)
+  assert [text for text, _ in _logged(caplog)] == ['gs = 0, loss = 0.25',
+                                                   'gs = 2, loss = 0.75']
+
+
+def test_a_keras_layers_variable_is_logged_by_its_tf1_name(caplog):
+  keras = pytest.importorskip('keras')
+  model = keras.Sequential([keras.layers.Dense(1, kernel_initializer='ones',
+                                               bias_initializer='zeros', name='dense')],
+                           name='mlp')
+  model.build((None, 2))
+  step = _counting_step()
+
+  def train():
+    result = step()
+    model.layers[0].bias.assign_add([1.0])
+    return result
+
+  # TF1 named it dense/bias; Keras 3 puts the model's name first.
+  assert model.layers[0].bias.path == 'mlp/dense/bias'
+  _run([LoggingTensorHook(['dense/bias', 'mlp/dense/bias'], every_n_iter=1)],
+       runs=2, step=train)
+  assert [text for text, _ in _logged(caplog)] == [
+      'dense/bias = [0.], mlp/dense/bias = [0.]',
+      'dense/bias = [1.], mlp/dense/bias = [1.]']
 
 
 def test_argument_errors_are_v1s():

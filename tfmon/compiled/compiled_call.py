@@ -30,6 +30,7 @@ one-iteration `tf.while_loop` costs a small model ~50 µs a call, and a `tf.cond
 """
 
 import collections
+import difflib
 import functools
 import itertools
 
@@ -141,10 +142,13 @@ class _Compiled:
   summary writer, then a fused loop's bounds.
   """
 
-  def __init__(self, call, slots, increment, global_step_index, graph_to_write):
+  def __init__(self, call, slots, increment, global_step_index, graph_to_write,
+               named_variables=None):
     self.call = call
     self.graph_to_write = graph_to_write  # what TensorBoard's Graphs tab shows
     self._slots = slots  # (VARIABLE, id) / (STEP, i) / (NAME, name) -> output entry
+    # Fetched names that name variables: fetched as the variables are.
+    self._named_variables = named_variables or {}
     # What a call adds to the global step when known (else None), and where the
     # call returns the global step after it (None if it does not).
     self.increment = increment
@@ -158,7 +162,10 @@ class _Compiled:
       for entry in plan.layout:
         if isinstance(entry, int):
           layout.append(entry)
-        elif entry[0] == fetch_plan.VARIABLE:
+          continue
+        if entry[0] == fetch_plan.NAME and entry[1] in self._named_variables:
+          entry = (fetch_plan.VARIABLE, self._named_variables[entry[1]])
+        if entry[0] == fetch_plan.VARIABLE:
           layout.append(_GLOBAL_STEP_BEFORE if entry[1] is counted_global_step
                         else self._slots[fetch_plan.VARIABLE, id(entry[1])])
         else:
@@ -201,6 +208,19 @@ class _Functions:
     self.compiled = {}  # feed signature -> _Compiled
     self.by_specs = {}  # relaxed feed specs -> _Compiled
 
+  def reading(self, named_variables, counted):
+    """What a function computes when `named_variables` (fetched names that name
+    variables) are read as variables are: the names become variables, except
+    `counted` (a global step counted in Python, never an output)."""
+    if not named_variables:
+      return self
+    variables = list(self.variables)
+    for variable in named_variables.values():
+      if variable is not counted and not any(variable is v for v in variables):
+        variables.append(variable)
+    return _Functions(variables, [n for n in self.names if n not in named_variables],
+                      self.stop_ifs, self.returning)
+
 
 class CompiledCall:
   """The compiled function of one family of call structures (see the module doc).
@@ -222,11 +242,15 @@ class CompiledCall:
       leave the others blocked in a collective).
     alongside: The compiler's list of Pending work for the next call (see
       CallCompiler.alongside_next_call), shared by its families.
+    known_variables: Returns the variables of every step the session traced,
+      which fetched names may name.
   """
 
   def __init__(self, steps, loop_count, feed_keys, summaries, global_step,
-               stop_flag=None, on_variables=None, agreement=None, alongside=None):
+               stop_flag=None, on_variables=None, agreement=None, alongside=None,
+               known_variables=None):
     self._steps = steps
+    self._known_variables = known_variables or (lambda: [])
     self._alongside = alongside if alongside is not None else []
     self._agreement = agreement
     # Called with the variables of the step graphs before a new function runs.
@@ -386,11 +410,14 @@ class CompiledCall:
     traces = trace_steps()
     self._on_variables(traces)
     sources = self._name_sources(functions, traces)
+    named_variables = {}
     if any(source is None for source in sources.values()):
-      # Names the steps do not return: tensor names in their graphs.
+      # Names the steps do not return: tensor names in their graphs, else
+      # variable names (TF1 resolved 'global_step:0' as any tensor).
       traces = trace_steps([n for n, s in sources.items() if s is None])
       sources = self._name_sources(functions, traces)
-      self._check_names(traces, sources)
+      named_variables = self._named_variables(functions, traces, sources)
+    computed = functions.reading(named_variables, self._counted)
     fused = self._loop_count is not None
     involved = traces[:self._loop_count] if fused else traces
     increment = None
@@ -398,36 +425,38 @@ class CompiledCall:
       increments = [t.increment(self._global_step) for t in involved]
       if None not in increments and sum(increments) > 0:
         increment = sum(increments)
-    if self._runs_the_step_itself(functions, increment):
-      compiled = self._step_itself(functions, traces[0], increment)
+    if functions is not self._bare and self._runs_the_step_itself(computed, increment):
+      compiled = self._step_itself(computed, traces[0], increment, named_variables)
     else:
       slots = {}  # filled in by the trace: where each fetchable is among the outputs
       body = self._fused_body if fused else self._body
       function = tf.function(
-          functools.partial(body, functions, traces, sources, increment, slots),
+          functools.partial(body, computed, traces, sources, increment, slots),
           autograph=False)  # tfmon's own code: nothing to convert
       concrete = function.get_concrete_function(*specs)
       global_step_index = slots.pop('global_step_after', None)
       compiled = _Compiled(flat_caller(concrete), slots, increment, global_step_index,
-                           traces[0].graph if traces else concrete.graph)
+                           traces[0].graph if traces else concrete.graph,
+                           named_variables)
     self.functions_built += 1
     functions.compiled[signature] = functions.by_specs[relaxed_signature] = compiled
     return compiled
 
   def _runs_the_step_itself(self, functions, increment):
-    """Whether a function of `functions` would only call the family's one step and
-    return some of its outputs: the step's own function then serves as it.
+    """Whether a function computing `functions` (not the bare ones) would only
+    call the family's one step and return some of its outputs: the step's own
+    function then serves as it.
 
     A bare function (fetching nothing) is not served so: an output a call does
     not read still costs it ~10 µs on a small step, and TensorFlow prunes what
     only the outputs need.
     """
     return (self._loop_count is None and len(self._steps) == 1 and
-            functions is not self._bare and not functions.variables and
+            not functions.variables and
             # The global step after the call is counted, not read.
             (self._global_step is None or increment is not None))
 
-  def _step_itself(self, functions, trace, increment):
+  def _step_itself(self, functions, trace, increment, named_variables):
     """The _Compiled that calls the step's traced function itself."""
     slots = {}
     if 0 in functions.returning:
@@ -442,7 +471,7 @@ class CompiledCall:
       inner, nf = call, len(self._feed_keys)
       own_stamp = [_constant_input(1, tf.int64)]  # offset 1: see StepGraph
       call = lambda tensors: inner(tensors[nf:] + own_stamp + tensors[:nf])
-    return _Compiled(call, slots, increment, None, trace.graph)
+    return _Compiled(call, slots, increment, None, trace.graph, named_variables)
 
   def _name_sources(self, functions, traces):
     """Per name fetched, the index of the step whose outputs hold it, or None."""
@@ -455,17 +484,55 @@ class CompiledCall:
                              None)
     return sources
 
-  def _check_names(self, traces, sources):
-    for name, source in sources.items():
-      if source is None:
-        returned = sorted({key for t in traces for key in t.returned})
-        graph_names = [n for t in traces for n in fetch_plan.user_named_tensors(t.graph)]
+  def _named_variables(self, functions, traces, sources):
+    """The variables named by fetched names no step returns or holds as a tensor.
+
+    A name is a variable's name, with or without ':0' ('global_step',
+    'dense/kernel'), else the end of exactly one variable's name after a '/'
+    (Keras 3 puts a Sequential model's name before its layers': 'dense/kernel'
+    is 'sequential/dense/kernel'). Candidates are the variables of the
+    session's traced steps and the global step.
+
+    Raises:
+      ValueError: for a name that names nothing, or several variables.
+    """
+    variables = fetch_plan.unique_variables(
+        [v for t in traces for v in t.variables] + self._known_variables() +
+        [self._global_step, tf.compat.v1.train.get_global_step()])
+    named = {}
+    for name in [n for n, source in sources.items() if source is None]:
+      matches = [v for v in variables if v.name == fetch_plan.tensor_name(name)]
+      if not matches and ':' not in name:
+        matches = [v for v in variables if v.name.endswith(f'/{name}:0')]
+      if len(matches) == 1:
+        named[name] = matches[0]
+        continue
+      if matches:
         raise ValueError(
-            f'Fetch name {name!r} names no tensor of this call. Names are keys of '
-            f'dicts returned by the step functions of the call ({returned}) or '
-            f'tensor names in their traced graphs ({graph_names}). Return the '
-            f"tensor from your step function in a dict (return {{{name!r}: "
-            f"tensor}}) or name it (tf.identity(tensor, name={name!r})).")
+            f'Fetch name {name!r} names {len(matches)} variables of this call '
+            f'({sorted(v.name for v in matches)}): fetch the variable itself.')
+      self._raise_unknown_name(name, traces, variables)
+    for name, _ in functions.stop_ifs if self._loop_count is not None else ():
+      if name in named:
+        raise ValueError(
+            f'{name!r} is checked after every step of a fused run (NanTensorHook), '
+            f'but it names the variable {named[name].name}: return the value to '
+            'check from the step function, in a dict.')
+    return named
+
+  def _raise_unknown_name(self, name, traces, variables):
+    returned = sorted({key for t in traces for key in t.returned})
+    graph_names = [n[:-2] if n.endswith(':0') else n for t in traces
+                   for n in fetch_plan.user_named_tensors(t.graph)]
+    variable_names = [v.name[:-2] if v.name.endswith(':0') else v.name
+                      for v in variables]
+    nearest = difflib.get_close_matches(
+        name, list(dict.fromkeys(returned + graph_names + variable_names)), n=3)
+    where = (f'whose step functions return {returned}' if traces
+             else 'which runs no step function')
+    raise ValueError(
+        f'Fetch name {name!r} names no tensor or variable of this call, {where}; '
+        f'nearest names: {nearest or "none"}.')
 
   def _inputs(self, inputs):
     """Splits a traced function's inputs: feeds by key, then `record`, then the rest."""
@@ -876,7 +943,8 @@ class CallCompiler:
       family = CompiledCall(
           steps, plan.loop_step_count, plan.feed_keys, summaries, global_step,
           self._stop_flag() if fused and agreement is None else None,
-          self._report_variables, agreement, self._alongside)
+          self._report_variables, agreement, self._alongside,
+          known_variables=lambda: self.step_variables)
       self._families[key] = family
     return family
 

@@ -199,6 +199,16 @@ def _in_captured_graph(leaf):
           isinstance(getattr(leaf, 'graph', None), graph_capture.Graph))
 
 
+def unique_variables(variables):
+  """`variables` less None and repeats (variables are unhashable), in order."""
+  return list({id(v): v for v in variables if v is not None}.values())
+
+
+def tensor_name(name):
+  """A fetched name as a tensor name: 'loss' is 'loss:0', as TF1 resolved it."""
+  return name if ':' in name else name + ':0'
+
+
 @tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
 def read(variable):
   if isinstance(variable, tf.Variable):
@@ -209,7 +219,7 @@ def read(variable):
 _OP_TYPE_SUFFIX = r'(_\d+)?'
 
 
-def user_named_tensors(graph, limit=20):
+def user_named_tensors(graph):
   """Tensor names in `graph` that someone chose (not TF's op-type defaults)."""
   names = []
   for graph_op in graph.get_operations():
@@ -219,8 +229,6 @@ def user_named_tensors(graph, limit=20):
     if 'gradient_tape/' in graph_op.name or not graph_op.outputs:
       continue
     names.append(graph_op.outputs[0].name)
-  if len(names) > limit:
-    names = names[:limit] + [f'... {len(names) - limit} more']
   return names
 
 

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from tfmon.compiled import step_increment
 from tfmon.compiled import v1_summaries
-from tfmon.compiled.fetch_plan import describe, is_variable, read
+from tfmon.compiled.fetch_plan import describe, is_variable, read, tensor_name, unique_variables
 
 
 def _traceable(fn):
@@ -160,7 +160,7 @@ class _TrainableVariablesUsed(list):
     watched = getattr(graph, '_watched_variables', ())
     used = sorted((v for v in watched if getattr(v, 'trainable', False)),
                   key=lambda v: v.name)  # a set: sorted, so the order is stable
-    return _unique(list(super().__iter__()) + used)
+    return unique_variables(list(super().__iter__()) + used)
 
   def __iter__(self):
     return iter(self._used())
@@ -186,14 +186,6 @@ def _trainable_variables_used(graph):
       collections.pop(key, None)
     else:
       collections[key] = original
-
-
-def _unique(variables):
-  return list({id(v): v for v in variables}.values())
-
-
-def _tensor_name(name):
-  return name if ':' in name else name + ':0'
 
 
 class StepGraph:
@@ -317,7 +309,7 @@ class StepGraph:
       named = []
       for name in names:
         try:
-          named.append(graph.get_tensor_by_name(_tensor_name(name)))
+          named.append(graph.get_tensor_by_name(tensor_name(name)))
         except (KeyError, ValueError):
           continue
         self._found_names.append(name)
@@ -334,7 +326,7 @@ class _Trace:
     self.concrete = concrete
     self.graph = concrete.graph
     # Every variable the step reads, writes or created while traced.
-    self.variables = _unique(list(concrete.graph.variables) + list(created_variables))
+    self.variables = unique_variables(list(concrete.graph.variables) + list(created_variables))
     self.structure = structure  # the returned nest, tensors of the traced graph
     self.names = found_names    # graph names output after the returned tensors
     self._summary_inputs = takes_summary_inputs
@@ -352,7 +344,7 @@ class _Trace:
 
   def has_tensor(self, name):
     try:
-      self.graph.get_tensor_by_name(_tensor_name(name))
+      self.graph.get_tensor_by_name(tensor_name(name))
       return True
     except (KeyError, ValueError):
       return False
@@ -363,7 +355,7 @@ class _Trace:
       return self.returned[name]
     if name in self.names:
       index = self.result_count + self.names.index(name)
-      return self.graph.get_tensor_by_name(_tensor_name(name)), [index]
+      return self.graph.get_tensor_by_name(tensor_name(name)), [index]
     return None
 
   def increment(self, global_step):
