@@ -1,6 +1,7 @@
 """TF1 graph code under `with tfmon.Graph().as_default():` (SPEC section 8)."""
 
 import logging
+import os
 import types
 
 import numpy as np
@@ -210,3 +211,108 @@ def test_tf1_v1_layers_build_with_tf_keras_installed():
     assert 'logits/kernel:0' in {v.name for v in tf.compat.v1.trainable_variables()}
     with tfmon.train.MonitoredSession() as sess:
       assert sess.run(logits, feed_dict={x: np.ones([2, 4])}).shape == (2, 3)
+
+
+def test_tfs_own_hooks_run_as_in_tf1_with_a_tf1_saver(tmp_path):
+  with tfmon.Graph().as_default():
+    global_step, x, y, weights, loss, _, train_op = _tf1_model()
+    xb, yb = _batch()
+    final_ops = tf.compat.v1.train.FinalOpsHook([loss, weights], {x: xb, y: yb})
+    hooks = [
+        tf.compat.v1.train.StopAtStepHook(last_step=4),
+        tf.compat.v1.train.CheckpointSaverHook(
+            str(tmp_path), save_steps=2, saver=tf.compat.v1.train.Saver()),
+        tf.compat.v1.train.SummarySaverHook(
+            save_steps=2, output_dir=str(tmp_path),
+            summary_op=tf.compat.v1.summary.merge_all()),
+        tf.compat.v1.train.StepCounterHook(every_n_steps=2, output_dir=str(tmp_path)),
+        tf.compat.v1.train.FeedFnHook(lambda: {x: xb, y: yb}),
+        final_ops,
+    ]
+    with tfmon.train.MonitoredSession(hooks=hooks) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+  assert int(global_step.numpy()) == 4
+  # TF1's Saver wrote TF1's files, which TF1 graph mode restores.
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-4')
+  assert os.path.exists(tmp_path / 'model.ckpt-4.meta')
+  with tf.Graph().as_default():
+    _, _, _, tf1_weights, *_ = _tf1_model()
+    with tf.compat.v1.Session() as session:
+      tf.compat.v1.train.Saver().restore(session, str(tmp_path / 'model.ckpt-4'))
+      np.testing.assert_allclose(session.run(tf1_weights),
+                                 final_ops.final_ops_values[1], rtol=1e-6)
+  accumulator = event_accumulator.EventAccumulator(str(tmp_path))
+  accumulator.Reload()
+  assert 'loss_summary' in accumulator.Tags()['scalars']
+  assert 'global_step/sec' in accumulator.Tags()['scalars']  # its TF1 tag
+
+
+def test_tf1_saver_restores_a_tfmon_checkpoint_by_name(tmp_path):
+  with tfmon.Graph().as_default():
+    _, x, y, weights, _, _, train_op = _tf1_model()
+    xb, yb = _batch()
+    final = tfmon.train.FinalOpsHook(weights)
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), save_summaries_steps=None,
+        log_step_count_steps=None,
+        hooks=[tfmon.train.StopAtStepHook(last_step=3), final]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict={x: xb, y: yb})
+  trained = final.final_ops_values
+  with tf.Graph().as_default():
+    global_step, _, _, tf1_weights, *_ = _tf1_model()
+    with tf.compat.v1.Session() as session:
+      tf.compat.v1.train.Saver().restore(session, str(tmp_path / 'model.ckpt-3'))
+      np.testing.assert_array_equal(session.run(tf1_weights), trained)
+      assert session.run(global_step) == 3
+
+
+def test_training_runs_share_one_function_and_summaries_compute_on_recording_runs_only(
+    tmp_path):
+  computed = []
+
+  def count_summary_computation(loss):
+    computed.append(loss)
+    return np.float32(len(computed))
+
+  with tfmon.Graph().as_default():
+    global_step, x, y, _, loss, _, train_op = _tf1_model()
+    tf.compat.v1.summary.scalar('computations', tf.compat.v1.py_func(
+        count_summary_computation, [loss], tf.float32))
+    xb, yb = _batch()
+    hooks = [tfmon.train.StopAtStepHook(last_step=10),
+             tfmon.train.LoggingTensorHook({'loss': loss}, every_n_iter=4),
+             tf.compat.v1.train.NanTensorHook(loss)]
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), hooks=hooks, save_summaries_steps=5,
+        save_checkpoint_steps=None, log_step_count_steps=None) as sess:
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict={x: xb, y: yb})
+        raw = sess._tf_sess()  # pylint: disable=protected-access
+      functions = raw.compiled_functions
+  assert len(computed) == 2  # steps 1 and 6: the first run records, then every 5
+  # One function for the training runs, whichever hooks are due, and one for
+  # the recording runs; a hook's read of the global step at creation is the third.
+  assert functions <= 3
+
+
+def test_a_one_shot_iterator_continues_across_runs_with_other_fetches():
+  with tfmon.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    iterator = tf.compat.v1.data.make_one_shot_iterator(tf.data.Dataset.range(10))
+    element = iterator.get_next()
+    increment = tf.compat.v1.assign_add(global_step, 1)
+    initializable = tf.compat.v1.data.make_initializable_iterator(
+        tf.data.Dataset.range(100, 103))
+    other = initializable.get_next()
+    seen = []
+    with tfmon.train.MonitoredSession() as sess:
+      seen.append(sess.run([element, increment])[0])
+      seen.append(sess.run(element))
+      seen.append(sess.run({'e': element, 'g': global_step})['e'])
+      sess.run(initializable.initializer)
+      assert [sess.run(other), sess.run([other])[0]] == [100, 101]
+      while not sess.should_stop():
+        seen.append(sess.run(element))
+  assert seen == list(range(10))  # and the data running out ended the loop

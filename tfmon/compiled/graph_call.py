@@ -2,10 +2,29 @@
 
 A run's fetches are the graph's tensors, operations and names ('loss:0',
 'train_op'), its variables, and values, in any nest; its feeds are keyed by
-placeholders (or any tensor), by object or by name. Each set of fetches and
-fed tensors is one function pruned from the graph, made on first use and kept:
-what a run does not fetch does not run, as in TF1, and a hook's
-`session.run(loss)` never trains.
+placeholders (or any tensor), by object or by name.
+
+What runs: functions pruned from the graph (`WrappedFunction.prune`), shared
+by runs as far as TF1's semantics allow:
+  - runs that change the same state (the same side-effecting ops among what
+    their fetches need: optimizer updates, iterator reads, assignments) and
+    feed the same tensors form a family. A hook's `session.run(loss)` changes
+    no state that a training run's does not... but not the same state: it is
+    its own family, and never trains;
+  - within a family, a run whose fetches need nothing beyond what a
+    function already computes uses that function, its fetches joining the
+    function's outputs (the union: a LoggingTensorHook's loss costs an output,
+    not a function). The union is seeded, when a family's first function is
+    built, with the graph tensors the session's hooks hold (`seed`): so hooks
+    that become due later find their tensors there, and no function is built
+    again for them;
+  - a run that needs more (a SummarySaverHook's merged summaries) gets a
+    function of its own, computing the family's union too: summaries are
+    computed on recording runs only, as TF1 computed them.
+
+A one-shot iterator (`make_one_shot_iterator`) is made once and its resource
+fed to every function: each pruned function would otherwise make its own, and
+a run with other fetches would start the data over.
 
 Feeds are converted to the dtype of the tensor they feed (a float64 numpy
 batch fed to a float32 placeholder stays float32, as TF1 did) and checked
@@ -24,12 +43,37 @@ from tfmon.compiled import fetch_plan
 # How a flat fetch leaf becomes a result.
 _OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE = range(6)
 
+# Stateful ops that change nothing: reading them twice, or once more, is harmless.
+_READS = frozenset(['ReadVariableOp', 'VarHandleOp', 'VarIsInitializedOp',
+                    'VariableShape', 'ResourceGather', 'ResourceGatherNd',
+                    'Placeholder', 'PlaceholderWithDefault', 'Const'])
+
 
 class _ReadAfter:
   """A fetch of a variable's value after `assignment`, a graph op, runs."""
 
   def __init__(self, assignment):
     self.assignment = assignment
+
+
+class _Function:
+  """One pruned function: its outputs, the ops it runs, and how to call it."""
+
+  def __init__(self, call, tensors, operations, needs, base):
+    self.call = call
+    self.index = {id(t): i for i, t in enumerate(tensors)}
+    self.tensors = tensors
+    self.operations = operations
+    self.needs = needs  # ids of every op it runs
+    self.base = base  # ids of the ops the run it was built for needed
+    self.retired = False  # replaced by a function of a larger union
+
+
+class _Family:
+  """The functions of runs that change the same state with the same feeds."""
+
+  def __init__(self):
+    self.functions = []
 
 
 class GraphCall:
@@ -41,14 +85,23 @@ class GraphCall:
 
   def __init__(self, graph):
     self.graph = graph
-    self._functions = {}  # (fetch keys, fed tensor names) -> (call, layout)
+    self._plans = {}     # (leaf keys, fed tensor names) -> _Plan
+    self._families = {}  # (side-effecting op ids, fed names) -> _Family
+    self._seeds = []     # graph tensors the session's hooks hold
+    self._iterators = None  # one-shot iterators' handles: [(tensor, handle)]
+    self._keep = []      # what must live as long as those handles
+    self._ops = {id(op): op for op in graph.get_operations()}
     self.functions_built = 0
 
-  def owns(self, leaf):
-    """Whether `leaf` is an element of this graph (or a name in it)."""
-    if isinstance(leaf, (tf.Tensor, tf.Operation)):
-      return getattr(leaf, 'graph', None) is self.graph
-    return isinstance(leaf, str) and self._element(leaf, must=False) is not None
+  def seed(self, tensors):
+    """Tensors later runs may fetch: a family's first function outputs those it
+    computes anyway (see the module doc)."""
+    known = {id(t) for t in self._seeds}
+    for tensor in tensors:
+      if (isinstance(tensor, tf.Tensor) and getattr(tensor, 'graph', None) is self.graph
+          and id(tensor) not in known and tensor.dtype != tf.resource):
+        known.add(id(tensor))
+        self._seeds.append(tensor)
 
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict`; returns numpy results shaped as `fetches`."""
@@ -56,18 +109,23 @@ class GraphCall:
     feeds = self._feeds(feed_dict or {})
     key = (tuple(_leaf_key(leaf) for leaf in flat),
            tuple(tensor.name for tensor, _ in feeds))
-    entry = self._functions.get(key)
-    if entry is None:
-      entry = self._functions[key] = self._build(flat, [t for t, _ in feeds])
-    call, layout = entry
-    values = [value for _, value in feeds]
+    plan = self._plans.get(key)
+    if plan is None:
+      plan = self._plans[key] = _Plan(flat, [self._fetch_element(l) for l in flat])
+    function = plan.function
+    if (function is None and (plan.tensors or plan.operations)) or (
+        function is not None and function.retired):
+      function = plan.function = self._function_for(plan, [t for t, _ in feeds])
     before = [leaf.numpy() if kind == _VARIABLE else None
-              for leaf, (kind, _) in zip(flat, layout)]
-    outputs = call(values)
+              for leaf, kind in zip(flat, plan.kinds)]
+    outputs = None
+    if function is not None:
+      outputs = function.call([value for _, value in feeds] +
+                              [handle for _, handle in self._iterators])
     results = []
-    for leaf, (kind, index), value in zip(flat, layout, before):
+    for leaf, kind, element, value in zip(flat, plan.kinds, plan.elements, before):
       if kind == _OUTPUT:
-        results.append(outputs[index].numpy())
+        results.append(outputs[function.index[id(element)]].numpy())
       elif kind == _VARIABLE:
         results.append(value)
       elif kind == _READ_AFTER:
@@ -78,28 +136,64 @@ class GraphCall:
         results.append(None)
     return tf.nest.pack_sequence_as(fetches, results)
 
-  def _build(self, flat, fed):
-    tensors, operations, layout = [], [], []
-    for leaf in flat:
-      element = self._fetch_element(leaf)
-      if isinstance(element, tf.Tensor):
-        layout.append((_OUTPUT, len(tensors)))
-        tensors.append(element)
-      elif isinstance(element, tf.Operation):
-        layout.append((_OPERATION, None))
-        operations.append(element)
-      elif isinstance(element, _ReadAfter):
-        layout.append((_READ_AFTER, None))
-        operations.append(element.assignment)
-      elif element is None:
-        layout.append((_NONE, None))
-      elif fetch_plan.is_variable(element):
-        layout.append((_VARIABLE, None))
-      else:
-        layout.append((_VALUE, None))
-    pruned = self.graph.wrapped_function().prune(fed, tensors + operations)
+  def _function_for(self, plan, fed):
+    """The function to run `plan`'s fetches with `fed` (see the module doc)."""
+    if self._iterators is None:
+      self._iterators = self._make_one_shot_iterators()
+    stops = {id(t.op) for t in fed} | {id(t.op) for t, _ in self._iterators}
+    needs = set(_needed_ops(plan.tensors + plan.operations, stops))
+    effects = frozenset(i for i in needs if _changes_state(self._ops[i]))
+    family = self._families.setdefault(
+        (effects, tuple(t.name for t in fed)), _Family())
+    # A function serves a run that needs what it was built for, and no more
+    # than it computes: a recording run's function (summaries) does not serve
+    # the runs between.
+    serving = [f for f in family.functions if f.base <= needs <= f.needs]
+    for function in sorted(serving, key=lambda f: len(f.needs)):
+      if all(id(t) in function.index for t in plan.tensors) and all(
+          any(op is o for o in function.operations) for op in plan.operations):
+        return function
+    if serving:  # the run needs nothing more: its fetches join the union
+      base = min(serving, key=lambda f: len(f.needs))
+      family.functions.remove(base)
+      base.retired = True  # plans holding it look again
+      tensors = base.tensors + [t for t in plan.tensors if id(t) not in base.index]
+      operations = base.operations + [o for o in plan.operations
+                                      if not any(o is b for b in base.operations)]
+      needs = base.base
+    else:
+      # A function of its own, computing what the family's smaller functions do.
+      tensors, operations = list(plan.tensors), list(plan.operations)
+      for other in family.functions:
+        if other.needs <= needs:
+          tensors += [t for t in other.tensors if not any(t is u for u in tensors)]
+          operations += [o for o in other.operations if not any(o is u for u in operations)]
+      if not family.functions:  # the first: seeded with what hooks hold
+        tensors += [t for t in self._seeds if not any(t is u for u in tensors) and
+                    set(_needed_ops([t], stops)) <= needs]
+    function = self._prune(fed, tensors, operations, stops, needs)
+    family.functions.append(function)
+    return function
+
+  def _prune(self, fed, tensors, operations, stops, base):
+    tensors, operations = _unique(tensors), _unique(operations)
+    sources = list(fed) + [t for t, _ in self._iterators]
+    pruned = self.graph.wrapped_function().prune(sources, tensors + operations)
     self.functions_built += 1
-    return compiled_call.flat_caller(pruned), layout
+    function = _Function(compiled_call.flat_caller(pruned), tensors, operations,
+                         set(_needed_ops(tensors + operations, stops)), base)
+    self._keep.append(pruned)
+    return function
+
+  def _make_one_shot_iterators(self):
+    """Each one-shot iterator's resource, made once (see the module doc)."""
+    iterators = []
+    for op in self.graph.get_operations():
+      if op.type == 'OneShotIterator':
+        maker = self.graph.wrapped_function().prune([], [op.outputs[0]])
+        self._keep.append(maker)
+        iterators.append((op.outputs[0], maker()[0]))
+    return iterators
 
   def _fetch_element(self, leaf):
     """The graph element, variable, value or None that `leaf` fetches."""
@@ -170,3 +264,51 @@ def _leaf_key(leaf):
   if isinstance(leaf, (str, type(None))):
     return leaf
   return id(leaf)
+
+
+class _Plan:
+  """What one call structure fetches: per leaf its kind and graph element."""
+
+  def __init__(self, flat, elements):
+    self.elements = elements
+    self.kinds = []
+    self.tensors, self.operations = [], []
+    for element in elements:
+      if isinstance(element, tf.Tensor) and tf.is_symbolic_tensor(element):
+        self.kinds.append(_OUTPUT)
+        self.tensors.append(element)
+      elif isinstance(element, tf.Operation):
+        self.kinds.append(_OPERATION)
+        self.operations.append(element)
+      elif isinstance(element, _ReadAfter):
+        self.kinds.append(_READ_AFTER)
+        self.operations.append(element.assignment)
+      elif element is None:
+        self.kinds.append(_NONE)
+      elif fetch_plan.is_variable(element):
+        self.kinds.append(_VARIABLE)
+      else:
+        self.kinds.append(_VALUE)
+    self.function = None
+
+
+def _needed_ops(elements, stops):
+  """`{id: op}` of every op that computing `elements` runs, fed ops excluded."""
+  needed = {}
+  pending = [e if isinstance(e, tf.Operation) else e.op for e in elements]
+  while pending:
+    op = pending.pop()
+    if id(op) in needed or id(op) in stops:
+      continue
+    needed[id(op)] = op
+    pending.extend(t.op for t in op.inputs)
+    pending.extend(op.control_inputs)
+  return needed
+
+
+def _unique(items):
+  return list({id(item): item for item in items}.values())
+
+
+def _changes_state(op):
+  return op.type not in _READS and op.op_def is not None and op.op_def.is_stateful

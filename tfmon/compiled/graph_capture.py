@@ -22,11 +22,18 @@ import threading
 import warnings
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import variable_pb2
 # The one place tfmon uses wrap_function's internals: the graph capture that
 # `tf.compat.v1.wrap_function` is built on, with its variable creator
 # (tests/compiled/test_graph_capture.py fails loudly if a TF upgrade removes them).
+from tensorflow.python.client import session as tf_session
 from tensorflow.python.eager import wrap_function
 from tensorflow.python.framework import func_graph
+
+# TF1's Saver.save and restore accept only instances of this base class; a
+# tfmon session derives from it, so TF1 code can save through it.
+SessionInterface = tf_session.SessionInterface
 
 
 class Graph(func_graph.FuncGraph):
@@ -70,13 +77,42 @@ class Graph(func_graph.FuncGraph):
     """
     if getattr(_running, 'graph', None) is self and tf.executing_eagerly():
       return next_creator(**kwargs)
+    with self.as_default():  # also under init_scope (a v1 optimizer's slots)
+      # The name TF1 gave the variable's op: its scope's, taken once here, so
+      # the captured handle's op is named exactly so ('global_step', not
+      # 'global_step_1': TF1 hooks build names and tags from it).
+      with tf.compat.v1.name_scope(kwargs.get('name'), 'Variable') as scope:
+        kwargs['name'] = scope
     variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
-      with self.as_default():  # also under init_scope (a v1 optimizer's slots)
-        handle = self.capture(variable.handle, name=variable.name.split(':')[0])
+      with self.as_default():
+        handle = self.capture(variable.handle, name=scope)
       variable.__class__ = _graph_variable_class(type(variable))
       variable._tfmon_graph_handle = handle  # pylint: disable=protected-access
     return variable
+
+  def finalize(self):
+    """Finalizes the graph, as TF1's sessions did, after giving each resource
+    op a shared name.
+
+    A session runs subgraphs as separate pruned functions, and a resource op
+    with an empty shared name (a tf.data iterator, a lookup table) makes a new
+    resource in each: the iterator one run initializes would not be the one
+    another run reads. With a shared name every function finds the same one,
+    as TF1's one graph had it.
+    """
+    for op in self.get_operations():
+      if op.type in _REFUSING_SHARED_NAMES:
+        continue
+      try:
+        shared = op.get_attr('shared_name')
+        op.get_attr('container')
+      except ValueError:
+        continue
+      if not shared:
+        op._set_attr('shared_name', attr_value_pb2.AttrValue(  # pylint: disable=protected-access
+            s=f'tfmon_{id(self):x}_{op.name}'.encode()))
+    super().finalize()
 
   def global_variables(self):
     """The graph's global variables, each once, in the order made (TF1's Saver's)."""
@@ -117,6 +153,10 @@ def capture_graph(build):
     return graph, build()
 
 
+# Resource ops whose kernels refuse a shared name.
+_REFUSING_SHARED_NAMES = ('OneShotIterator',)
+
+
 class _GraphVariable:
   """Mixed into a captured graph's eager variables: `.op` and `.graph` as TF1's.
 
@@ -144,6 +184,15 @@ class _GraphVariable:
     # variable keeps no initial value; it is always initialized, so the value
     # is never read.
     return tf.zeros(self.shape, self.dtype) if value is None else tf.identity(value)
+
+  def to_proto(self, export_scope=None):
+    """A VariableDef naming the captured handle: what TF1's Saver writes into
+    the `.meta` file's collections (an eager variable has no op names)."""
+    name = self._tfmon_graph_handle.name
+    if export_scope and name.startswith(export_scope + '/'):
+      name = name[len(export_scope) + 1:]
+    return variable_pb2.VariableDef(variable_name=name, is_resource=True,
+                                    trainable=self.trainable)
 
 
 _graph_variable_classes = {}

@@ -59,6 +59,21 @@ def hooks_for(hooks, graph):
           for hook in hooks]
 
 
+def tensors_held_by(hooks):
+  """The graph tensors `hooks` hold in their attributes (alone, or in lists,
+  tuples and dicts): what they are likely to fetch when due."""
+  tensors = []
+  for hook in hooks:
+    hook = getattr(hook, 'hook', hook) if isinstance(hook, GraphModeHook) else hook
+    for value in vars(hook).values():
+      if isinstance(value, dict):
+        value = list(value.values())
+      for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, tf.Tensor) and tf.is_symbolic_tensor(item):
+          tensors.append(item)
+  return tensors
+
+
 def refuse_unsupported(graph, strategy, jit_compile, steps_per_loop):
   """Raises ValueError, with the fix, for what a captured graph cannot run yet."""
   if strategy is not None:

@@ -120,6 +120,8 @@ class _CoordinatedSessionCreator(SessionCreator):
     if self._jit_compile:
       session.set_jit_compile(self._jit_compile)
     self.tf_sess = session
+    if session.graph is not None:
+      session.seed_graph_fetches(graph_mode.tensors_held_by(self._hooks))
     # Like v1, no exception type is a "clean" stop: all of them propagate.
     self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
     for hook in self._hooks:

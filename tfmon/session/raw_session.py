@@ -18,7 +18,7 @@ def require_eager():
         'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
 
 
-class RawSession:
+class RawSession(graph_capture.SessionInterface):
   """Runs fetches (section 2 of SPEC.md) as one compiled call, without hooks.
 
   This is what hooks receive as `session` in `after_create_session`,
@@ -50,6 +50,19 @@ class RawSession:
     # Compiled calls made so far: a session counting the global step (see
     # run_counting) learns from it that calls it did not make ran in between.
     self.calls_run = 0
+
+  @property
+  def graph(self):
+    """The captured TF1 graph this session runs, or None (`session.graph`)."""
+    return self._graph_call.graph if self._graph_call is not None else None
+
+  def seed_graph_fetches(self, tensors):
+    """Graph tensors later runs may fetch (see GraphCall.seed)."""
+    self._graph_call.seed(tensors)
+
+  @property
+  def sess_str(self):
+    return ''  # tf.compat.v1.Session's target: a tfmon session runs in process
 
   @property
   def compiled_functions(self):
