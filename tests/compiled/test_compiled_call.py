@@ -352,3 +352,63 @@ def test_work_alongside_may_make_a_call_and_may_be_cancelled(sess):
   sess.alongside_next_call(lambda: ran.append('ran')).cancel()
   assert sess.run(step) == 3
   assert not ran
+
+
+def _warnings(caplog):
+  return [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
+
+
+def test_a_feed_whose_dtype_changes_warns_once_with_the_cast(sess, caplog):
+  def step(x):
+    return tf.reduce_sum(tf.cast(x, tf.float32))
+
+  for dtype in (np.float32, np.float64, np.float64, np.float32, np.float64):
+    sess.run(step, feed_dict={'x': np.ones(3, dtype)})
+  assert _warnings(caplog) == [
+      "feed_dict['x'] is float64 where the first run fed float32: the step is "
+      'traced again for it. Cast it to the dtype the model computes in: '
+      "feed_dict={'x': batch.astype(np.float32)} (numpy's floats are float64)."]
+
+
+def test_a_float64_feed_meeting_float32_variables_warns_once(sess, caplog):
+  weights = tf.Variable(np.ones((3, 1), np.float32), name='float32_weights')
+
+  def step(x):
+    return tf.matmul(tf.cast(x, tf.float32), weights)
+
+  for _ in range(2):
+    sess.run(step, feed_dict={'x': np.ones((2, 3))})  # numpy's float64
+  sess.run(step, feed_dict={'x': np.ones((5, 3))})  # traced again: no new warning
+  assert _warnings(caplog) == [
+      "feed_dict['x'] is float64 and meets the step's float32 variables "
+      '(float32_weights:0). Cast it to the dtype the model computes in: '
+      "feed_dict={'x': batch.astype(np.float32)} (numpy's floats are float64)."]
+
+
+def test_a_float64_feed_that_makes_a_float64_model_warns(sess, caplog):
+  def step(x):  # TF1 style: the model takes the batch's dtype
+    weights = tf.compat.v1.get_variable('made_from_feed/w', [3, 1], dtype=x.dtype)
+    return tf.matmul(x, weights)
+
+  sess.run(step, feed_dict={'x': np.ones((2, 3))})
+  assert _warnings(caplog) == [
+      "feed_dict['x'] is float64, and the step made float64 variables from it "
+      '(made_from_feed/w:0): a float64 model, at half the speed. Cast it to the '
+      "dtype the model computes in: feed_dict={'x': batch.astype(np.float32)} "
+      "(numpy's floats are float64)."]
+
+
+def test_a_float64_model_fed_float64_and_float32_feeds_do_not_warn(sess, caplog):
+  weights = tf.Variable(np.ones((3, 1)), name='float64_weights')  # chosen float64
+  sess.run(lambda x: tf.matmul(x, weights), feed_dict={'x': np.ones((2, 3))})
+  sess.run(lambda y: y * 2.0, feed_dict={'y': np.ones(3, np.float32)})
+  assert _warnings(caplog) == []
+
+
+def test_a_trace_failing_on_a_float64_feed_says_which_feed(sess):
+  weights = tf.Variable(np.ones((3, 1), np.float32))
+  with pytest.raises(Exception) as raised:
+    sess.run(lambda x: tf.matmul(x, weights), feed_dict={'x': np.ones((2, 3))})
+  assert ("(feed_dict['x'] is float64, numpy's default for floats: if the step "
+          "computes in float32, feed {'x': batch.astype(np.float32)}.)"
+          in raised.value.__notes__)

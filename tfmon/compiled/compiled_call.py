@@ -46,7 +46,7 @@ from tensorflow.python.eager.polymorphic_function import atomic_function
 
 from tfmon.compiled import alongside
 from tfmon.compiled import fetch_plan
-from tfmon.compiled.step_graph import StepGraph
+from tfmon.compiled.step_graph import FeedDtypes, StepGraph
 
 # Layout code: the counted global step's value before the call, known in Python.
 _GLOBAL_STEP_BEFORE = -3
@@ -244,12 +244,14 @@ class CompiledCall:
       CallCompiler.alongside_next_call), shared by its families.
     known_variables: Returns the variables of every step the session traced,
       which fetched names may name.
+    feed_dtypes: The session's FeedDtypes, which checks feeds when traced.
   """
 
   def __init__(self, steps, loop_count, feed_keys, summaries, global_step,
                stop_flag=None, on_variables=None, agreement=None, alongside=None,
-               known_variables=None):
+               known_variables=None, feed_dtypes=None):
     self._steps = steps
+    self._feed_dtypes = feed_dtypes or FeedDtypes()
     self._known_variables = known_variables or (lambda: [])
     self._alongside = alongside if alongside is not None else []
     self._agreement = agreement
@@ -403,11 +405,20 @@ class CompiledCall:
       return compiled
     feed_specs = dict(zip(self._feed_keys, specs[:nf]))
 
-    def trace_steps(names=()):
-      return [step.trace({k: feed_specs[k] for k in step.feed_keys(self._feed_keys)},
-                         names) for step in self._steps]
+    def step_feeds(step):
+      return {k: feed_specs[k] for k in step.feed_keys(self._feed_keys)}
 
-    traces = trace_steps()
+    def trace_steps(names=()):
+      return [step.trace(step_feeds(step), names) for step in self._steps]
+
+    self._feed_dtypes.check_feeds(feed_specs)
+    try:
+      traces = trace_steps()
+    except Exception as e:
+      self._feed_dtypes.add_note(e, feed_specs)
+      raise
+    for step, trace in zip(self._steps, traces):
+      self._feed_dtypes.check_trace(step_feeds(step), trace)
     self._on_variables(traces)
     sources = self._name_sources(functions, traces)
     named_variables = {}
@@ -774,6 +785,7 @@ class CallCompiler:
     self._variables = {}  # id -> every variable a traced step reads or writes
     self._variable_listeners = []
     self._alongside = []  # Pending work for the next compiled call
+    self._feed_dtypes = FeedDtypes()
 
   def alongside_next_call(self, work):
     """Runs `work()` in a thread while the next compiled function runs.
@@ -944,7 +956,7 @@ class CallCompiler:
           steps, plan.loop_step_count, plan.feed_keys, summaries, global_step,
           self._stop_flag() if fused and agreement is None else None,
           self._report_variables, agreement, self._alongside,
-          known_variables=lambda: self.step_variables)
+          known_variables=lambda: self.step_variables, feed_dtypes=self._feed_dtypes)
       self._families[key] = family
     return family
 

@@ -32,6 +32,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from tfmon import tf_logging as logging
 from tfmon.compiled import step_increment
 from tfmon.compiled import v1_summaries
 from tfmon.compiled.fetch_plan import describe, is_variable, read, tensor_name, unique_variables
@@ -327,6 +328,7 @@ class _Trace:
     self.graph = concrete.graph
     # Every variable the step reads, writes or created while traced.
     self.variables = unique_variables(list(concrete.graph.variables) + list(created_variables))
+    self.created_variables = list(created_variables)
     self.structure = structure  # the returned nest, tensors of the traced graph
     self.names = found_names    # graph names output after the returned tensors
     self._summary_inputs = takes_summary_inputs
@@ -368,6 +370,68 @@ class _Trace:
     if self._summary_inputs:
       args = [record, stamp_offset] + args
     return self.concrete(*args)
+
+
+class FeedDtypes:
+  """Warns, once per feed key, of a feed whose dtype will cost the model.
+
+  Feeds keep the dtype they come with, and numpy's floats are float64: a
+  float64 batch silently made a model float64 (its checkpoints too) at half
+  its speed, or cast at every step where it met float32 variables. Checked
+  when steps are traced for a feed signature, never per run.
+  """
+
+  def __init__(self):
+    self._first = {}     # feed key -> its dtype at its first trace
+    self._warned = set()
+
+  def check_feeds(self, feed_specs):
+    """Before tracing for `feed_specs` (key -> TensorSpec): a changed dtype."""
+    for key, spec in feed_specs.items():
+      first = self._first.setdefault(key, spec.dtype)
+      if spec.dtype != first:
+        self._warn(key, first, f'is {spec.dtype.name} where the first run fed '
+                   f'{first.name}: the step is traced again for it')
+
+  def check_trace(self, feed_specs, trace):
+    """After a trace taking `feed_specs`: a float64 feed meeting its variables."""
+    for key, spec in feed_specs.items():
+      if spec.dtype != tf.float64:
+        continue
+      narrower = [v for v in trace.variables
+                  if v.dtype.is_floating and v.dtype != tf.float64]
+      made = [v for v in trace.created_variables if v.dtype == tf.float64]
+      if narrower:
+        self._warn(key, narrower[0].dtype, 'is float64 and meets the step\'s '
+                   f'{narrower[0].dtype.name} variables ({_some(narrower)})')
+      elif made:
+        self._warn(key, tf.float32, 'is float64, and the step made float64 '
+                   f'variables from it ({_some(made)}): a float64 model, at half '
+                   'the speed')
+
+  def add_note(self, error, feed_specs):
+    """Adds to a trace's `error` which feeds are float64, if any: the likely cause
+    of a dtype mismatch ("expected a float tensor but is a double tensor")."""
+    keys = [k for k, spec in feed_specs.items() if spec.dtype == tf.float64]
+    if keys and hasattr(error, 'add_note'):  # Python 3.11+
+      error.add_note(
+          f"(feed_dict[{keys[0]!r}] is float64, numpy's default for floats: if the "
+          f"step computes in float32, feed {{{keys[0]!r}: batch.astype(np.float32)}}.)")
+
+  def _warn(self, key, dtype, what):
+    if key in self._warned:
+      return
+    self._warned.add(key)
+    logging.warning(
+        'feed_dict[%r] %s. Cast it to the dtype the model computes in: '
+        "feed_dict={%r: batch.astype(np.%s)} (numpy's floats are float64).",
+        key, what, key, dtype.name)
+
+
+def _some(variables, count=3):
+  names = [v.name for v in variables[:count]]
+  return ', '.join(names) + (f' and {len(variables) - count} more'
+                             if len(variables) > count else '')
 
 
 @tf.autograph.experimental.do_not_convert  # tfmon's own code: no conversion noise in errors
