@@ -91,6 +91,7 @@ class GraphCall:
     self._iterators = None  # one-shot iterators' handles: [(tensor, handle)]
     self._keep = []      # what must live as long as those handles
     self._ops = {id(op): op for op in graph.get_operations()}
+    self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
     self.functions_built = 0
 
   def seed(self, tensors):
@@ -134,7 +135,7 @@ class GraphCall:
         results.append(leaf.numpy() if isinstance(leaf, tf.Tensor) else np.asarray(leaf))
       else:
         results.append(None)
-    return tf.nest.pack_sequence_as(fetches, results)
+    return compiled_call._pack(fetches, results)  # pylint: disable=protected-access
 
   def _function_for(self, plan, fed):
     """The function to run `plan`'s fetches with `fed` (see the module doc)."""
@@ -239,13 +240,10 @@ class GraphCall:
     """`[(fed tensor, value tensor)]` in a fixed order (by the tensor's name)."""
     feeds = []
     for key, value in feed_dict.items():
-      tensor = key
-      if isinstance(key, str):
-        tensor = self._element(key, must=True)
-      if not isinstance(tensor, tf.Tensor) or getattr(tensor, 'graph', None) is not self.graph:
-        raise TypeError(
-            f'feed_dict key {key!r} is not a tensor of the graph this session runs: '
-            'key feeds by the placeholder (or its name, e.g. "x:0").')
+      cache_key = key if isinstance(key, str) else id(key)  # tensors: by identity
+      tensor = self._fed.get(cache_key)
+      if tensor is None:
+        tensor = self._fed[cache_key] = self._fed_tensor(key)
       try:
         value = tf.convert_to_tensor(value, dtype=tensor.dtype)
       except (TypeError, ValueError) as e:
@@ -256,8 +254,17 @@ class GraphCall:
             f'Cannot feed value of shape {tuple(value.shape)} for Tensor '
             f'{tensor.name!r}, which has shape {tensor.shape}')
       feeds.append((tensor, value))
-    feeds.sort(key=lambda pair: pair[0].name)
+    if len(feeds) > 1:
+      feeds.sort(key=lambda pair: pair[0].name)
     return feeds
+
+  def _fed_tensor(self, key):
+    tensor = self._element(key, must=True) if isinstance(key, str) else key
+    if not isinstance(tensor, tf.Tensor) or getattr(tensor, 'graph', None) is not self.graph:
+      raise TypeError(
+          f'feed_dict key {key!r} is not a tensor of the graph this session runs: '
+          'key feeds by the placeholder (or its name, e.g. "x:0").')
+    return tensor
 
 
 def _leaf_key(leaf):

@@ -20,7 +20,8 @@ def is_tfmon_hook(hook):
 
 
 class GraphModeHook(tf.compat.v1.train.SessionRunHook):
-  """Runs a TF1 hook's callbacks with the captured graph as the default graph."""
+  """Runs a TF1 hook's callbacks in graph mode, with the captured graph as the
+  default graph."""
 
   def __init__(self, hook, graph):
     self.hook = hook
@@ -35,11 +36,11 @@ class GraphModeHook(tf.compat.v1.train.SessionRunHook):
       self.hook.after_create_session(session, coord)
 
   def before_run(self, run_context):
-    with self._graph.as_default():
+    with self._graph.graph_mode():
       return self.hook.before_run(run_context)
 
   def after_run(self, run_context, run_values):
-    with self._graph.as_default():
+    with self._graph.graph_mode():
       self.hook.after_run(run_context, run_values)
 
   def end(self, session):
