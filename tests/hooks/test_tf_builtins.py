@@ -205,17 +205,114 @@ def test_profiler_hook(tmp_path):
   assert profiled == [3, 6]  # v1's rule, as tests/hooks/test_profiler.py
 
 
-def test_a_subclass_that_needs_a_graph_is_refused_naming_the_replacement():
+def test_a_subclass_of_a_hook_run_by_a_tf1_saver_is_refused_naming_the_replacement(
+    tmp_path):
 
-  class MyStepCounter(v1.StepCounterHook):
+  class MySaver(v1.CheckpointSaverHook):
     pass
 
   _counting_step()
   with pytest.raises(TypeError, match=r'hooks\[1\] is .*, a subclass of '
-                     r'tf.compat.v1.train.StepCounterHook.*Subclass '
-                     r'tfmon.train.StepCounterHook instead'):
+                     r'tf.compat.v1.train.CheckpointSaverHook, but its methods need '
+                     r'a TF1 graph\. Subclass tfmon.train.CheckpointSaverHook instead'):
     tfmon.train.MonitoredSession(hooks=[tfmon.train.StopAtStepHook(last_step=1),
-                                        MyStepCounter()])
+                                        MySaver(str(tmp_path), save_steps=1)])
+
+
+class _ArraySaver(v1.LoggingTensorHook):
+  """Patterned on public subclasses: after_run keeps the values of the runs it
+  triggers on, reading TF's private state, instead of logging them."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.saved = []
+
+  def after_run(self, run_context, run_values):
+    if self._should_trigger:
+      self._timer.update_last_triggered_step(self._iter_count)
+      self.saved.append((self._iter_count, run_values.results))
+    self._iter_count += 1
+
+
+class _NotAtFirst(v1.LoggingTensorHook):
+  """Patterned on evaluation loggers: begin() calls TF's, then moves its timer."""
+
+  def begin(self):
+    super().begin()
+    self._timer.update_last_triggered_step(0)
+
+
+def test_a_logging_tensor_hook_subclass_runs_as_in_tf1(caplog):
+  global_step, step = _counting_step()
+  saver = _ArraySaver({'loss': 'loss', 'step': global_step,
+                       'double': lambda: global_step * 2}, every_n_iter=2)
+  logger = _NotAtFirst(['step'], every_n_iter=2, at_end=True)
+  _train([saver, logger], runs=5, step=step)
+  # Names come from the run's step; variables are read before it, and a hook's
+  # step function runs after it, as SPEC section 2 says.
+  assert saver.saved == [(0, {'loss': 0.25, 'step': 0, 'double': 2}),
+                         (2, {'loss': 0.75, 'step': 2, 'double': 6}),
+                         (4, {'loss': 1.25, 'step': 4, 'double': 10})]
+  assert type(saver).__name__ == '_ArraySaver' and isinstance(saver, _ArraySaver)
+  # Its timer moved to 0: the first run does not log; at_end does.
+  assert [line.split(' (')[0] for line in _logged(caplog, 'step = ')] == [
+      'step = 3', 'step = 5', 'step = 5']
+
+
+class _StopAtStepReporting(v1.StopAtStepHook):
+  """Patterned on public subclasses: reports whether it stopped, and when."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.stop_requested = False
+    self.started_at = None
+
+  def after_create_session(self, session, coord):
+    self.started_at = int(session.run(self._global_step_tensor))
+    super().after_create_session(session, coord)
+
+  def after_run(self, run_context, run_values):
+    super().after_run(run_context, run_values)
+    self.stop_requested = run_context.stop_requested
+
+
+def test_a_stop_at_step_hook_subclass_runs_as_in_tf1():
+  global_step, step = _counting_step()
+  global_step.assign(4)
+  hook = _StopAtStepReporting(num_steps=3)
+  assert _train([hook], runs=100, step=step) == 3
+  assert (hook.started_at, hook._last_step, hook.stop_requested) == (4, 7, True)
+  # Run again by a second session, it stops at once, as TF's would.
+  assert _train([hook], runs=100, step=step) == 1
+
+
+def test_a_step_counter_hook_subclass_writes_its_rate(tmp_path, caplog):
+
+  class Reporting(v1.StepCounterHook):
+
+    def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+      super()._log_and_record(elapsed_steps, elapsed_time, global_step)
+      self.last = global_step
+
+  hook = Reporting(every_n_steps=2, output_dir=str(tmp_path))
+  _train([hook], runs=5)
+  assert hook.last == 5
+  steps, rates = event_files.scalars(event_files.events(tmp_path), 'global_step/sec')
+  assert steps == [3, 5] and all(rate > 0 for rate in rates)
+  assert len(_logged(caplog, 'global_step/sec: ')) == 2
+
+
+def test_a_subclass_with_a_graph_tensor_is_refused_naming_the_fix():
+
+  class Mine(v1.LoggingTensorHook):
+    pass
+
+  _counting_step()
+  with pytest.raises(TypeError, match=r"a subclass of tf.compat.v1.train."
+                     r"LoggingTensorHook, but its tensors holds the graph tensor "
+                     r"'loss:0'"):
+    tfmon.train.MonitoredSession(hooks=[
+        Mine({'loss': _graph_tensor('loss')}, every_n_iter=1)])
 
 
 def test_a_subclass_needing_no_graph_runs_as_it_is():

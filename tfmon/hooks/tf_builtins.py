@@ -1,4 +1,4 @@
-"""TensorFlow's own `tf.compat.v1.train` hook objects, run as tfmon's hooks.
+"""TensorFlow's own `tf.compat.v1.train` hook objects, run in eager tfmon sessions.
 
 A TF1 script ported to tfmon often keeps `tf.compat.v1.train.StopAtStepHook(...)`
 and friends. Their `begin()` needs a TF1 graph (`Tensor.op is undefined when
@@ -6,6 +6,15 @@ eager execution is enabled`, `v1.summary.FileWriter is not compatible with eager
 execution`), so a session replaces each one, before any `begin()`, by tfmon's hook
 built with the same configuration; what tfmon cannot run (a graph tensor, a TF1
 `Saver`) is refused with a message naming the tfmon replacement (SPEC section 7).
+
+A user's subclass of one (overriding `after_run`, reading `self._timer`) runs
+itself, as in TF1: its object is given a class between its own and TF's whose
+`begin()` sets TF's private state to what a tfmon session runs (names,
+variables and step functions as given, the global step variable, a
+`tf.summary` writer), and whose other methods are TF's own (LoggingTensorHook's
+`at_end` names excepted: see _EagerLoggingTensorHook). Subclasses of the hooks
+whose machinery is a TF1 graph's (a `Saver`, a `FileWriter`'s summary ops, run
+metadata) are refused, naming tfmon's class to subclass.
 
 TensorFlow keeps the configuration in private attributes, set in each hook's
 constructor (`tensorflow/python/training/basic_session_run_hooks.py`); this
@@ -17,7 +26,10 @@ import os
 import tensorflow as tf
 from tensorflow.python.training import basic_session_run_hooks as tf_hooks
 
+from tfmon import summaries
 from tfmon import tf_logging as logging
+from tfmon import training_util
+from tfmon.hook_api import SessionRunArgs
 from tfmon.hooks.checkpoint import CheckpointSaverHook
 from tfmon.hooks.feeds import FeedFnHook
 from tfmon.hooks.final_ops import FinalOpsHook
@@ -27,7 +39,6 @@ from tfmon.hooks.profiler import ProfilerHook
 from tfmon.hooks.stop_at_step import StopAtStepHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
 from tfmon.hooks.tensor_logging import LoggingTensorHook
-from tfmon.session.scaffold import Scaffold
 
 _V1 = tf.compat.v1.train
 
@@ -67,8 +78,8 @@ def _summary_writer(writer, what):
 def _scaffold(scaffold, piece, what):
   """A tfmon Scaffold as is; a TF1 Scaffold whose `piece` is unset as None (what
   its default meant: the session's own summaries, or all variables)."""
-  if scaffold is None or isinstance(scaffold, Scaffold):
-    return scaffold
+  if not isinstance(scaffold, _V1.Scaffold):
+    return scaffold  # None, or tfmon's (not a subclass of TF's)
   if getattr(scaffold, '_' + piece, None) is None:
     return None
   raise _Refused(
@@ -194,9 +205,159 @@ _CONVERSIONS = {
     _V1.ProfilerHook: _profiler,
 }
 
+def _global_step(hook_name):
+  """The global step variable, for TF's hook `hook_name`; v1's error if none."""
+  global_step = training_util.get_global_step()
+  if global_step is None:
+    raise RuntimeError(f'Global step should be created to use {hook_name}.')
+  return global_step
+
+
+def _holds_a_name(fetches):
+  return any(isinstance(leaf, str) for leaf in tf.nest.flatten(fetches))
+
+
+class _EagerLoggingTensorHook(_V1.LoggingTensorHook):
+  """TF's LoggingTensorHook whose tensors are fetched as given.
+
+  As tfmon's own LoggingTensorHook, names are fetched on every run when
+  `at_end` (end() runs no step to resolve them) and end() logs their last
+  values; variables and step functions are evaluated again in end().
+  """
+
+  def begin(self):
+    self._timer.reset()
+    self._iter_count = 0
+    self._current_tensors = dict(self._tensors)
+    self._named_at_end = {tag: fetches for tag, fetches in self._tensors.items()
+                          if self._log_at_end and _holds_a_name(fetches)}
+    self._last_named_values = None
+
+  def before_run(self, run_context):
+    run_args = super().before_run(run_context)
+    if run_args is None and self._named_at_end:
+      return SessionRunArgs(self._named_at_end)
+    return run_args
+
+  def after_run(self, run_context, run_values):
+    if self._named_at_end and isinstance(run_values.results, dict):
+      self._last_named_values = {tag: run_values.results[tag]
+                                 for tag in self._named_at_end}
+    super().after_run(run_context, run_values)
+
+  def end(self, session):
+    if not self._log_at_end:
+      return
+    if self._named_at_end and self._last_named_values is None:
+      return  # no run: the names have no value
+    values = dict(self._last_named_values or {})
+    evaluated = {tag: fetches for tag, fetches in self._current_tensors.items()
+                 if tag not in self._named_at_end}
+    if evaluated:
+      values.update(session.run(evaluated))
+    self._log_tensors(values)
+
+
+class _EagerStopAtStepHook(_V1.StopAtStepHook):
+  """TF's StopAtStepHook reading the global step variable: fetched with a step,
+  its value before the step, which is what TF's global-step read gave."""
+
+  def begin(self):
+    self._global_step_tensor = _global_step('StopAtStepHook')
+
+
+class _EagerGlobalStepWaiterHook(_V1.GlobalStepWaiterHook):
+  """TF's GlobalStepWaiterHook reading the global step variable."""
+
+  def begin(self):
+    self._worker_is_started = False
+    self._global_step_tensor = _global_step('_GlobalStepWaiterHook')
+
+
+class _SummaryWriter:
+  """What TF's hooks call of a v1 FileWriter, writing to a `tf.summary` writer:
+  v1 `Summary` protos as they are, flushed at once (tfmon's writers never
+  flush by themselves, and a TF hook has no end() flushing them)."""
+
+  def __init__(self, writer):
+    self.writer = writer
+
+  def add_summary(self, summary, global_step=None):
+    if not isinstance(summary, bytes):
+      summary = summary.SerializeToString()
+    summaries.write_graph_summaries(self.writer, summary, global_step or 0)
+    summaries.flush(self.writer)
+
+  def flush(self):
+    summaries.flush(self.writer)
+
+
+class _EagerStepCounterHook(_V1.StepCounterHook):
+  """TF's StepCounterHook reading the global step variable, writing its
+  `global_step/sec` to a `tf.summary` writer."""
+
+  def begin(self):
+    writer = self._summary_writer
+    if writer is None and self._output_dir:
+      writer = summaries.writer_for(self._output_dir)
+    if isinstance(writer, tf.summary.SummaryWriter):
+      writer = _SummaryWriter(writer)
+    self._summary_writer = writer
+    global_step = _global_step('StepCounterHook')
+    self._global_step_tensor = global_step
+    self._summary_tag = global_step.name.split(':')[0] + '/sec'  # TF1's op name
+
+
+# TF's class -> the class between a subclass of it and it, running in eager
+# tfmon sessions: its graph-bound methods replaced, the subclass's overrides kept.
+_EAGER_BASES = {
+    _V1.LoggingTensorHook: _EagerLoggingTensorHook,
+    _V1.StopAtStepHook: _EagerStopAtStepHook,
+    _V1.GlobalStepWaiterHook: _EagerGlobalStepWaiterHook,
+    _V1.StepCounterHook: _EagerStepCounterHook,
+}
+
 # Subclasses of these run as they are: their methods need no TF1 graph and only
 # `session.run` fetches, which tfmon resolves.
 _SUBCLASSES_RUN_AS_IS = (_V1.FeedFnHook, _V1.FinalOpsHook, _V1.NanTensorHook)
+
+_eager_classes = {}  # a user's subclass -> the class its objects run as
+
+
+def _run_subclass(hook, tf_class):
+  """`hook`, an instance of a subclass of `tf_class`, made to run in eager tfmon
+  sessions: the object itself (the program holding it sees its state), its
+  class now one deriving from its own and from `tf_class`'s eager base, which
+  comes right after the subclass in the MRO, so `super().begin()` reaches it.
+
+  Raises:
+    _Refused: for a subclass of a hook whose machinery needs a TF1 graph, or a
+      LoggingTensorHook holding graph tensors.
+  """
+  if isinstance(hook, _SUBCLASSES_RUN_AS_IS):
+    return hook
+  eager_base = _EAGER_BASES.get(tf_class)
+  if eager_base is None:
+    raise _Refused('its methods need a TF1 graph')
+  if isinstance(hook, eager_base):
+    return hook  # made eager by an earlier session
+  if tf_class is _V1.LoggingTensorHook:
+    tensors = hook._tensors  # pylint: disable=protected-access
+    _refuse_graph_tensors(list(tensors) + list(tensors.values()), 'its tensors')
+  cls = type(hook)
+  eager_class = _eager_classes.get(cls)
+  if eager_class is None:
+    try:
+      eager_class = type(cls.__name__, (cls, eager_base),
+                         {'__module__': cls.__module__, '__qualname__': cls.__qualname__})
+    except TypeError as e:  # an MRO or layout conflict
+      raise _Refused(f'its class cannot take tfmon\'s eager {tf_class.__name__} '
+                     f'as a base ({e})') from None
+    _eager_classes[cls] = eager_class
+  hook.__class__ = eager_class
+  logging.info('Running %s, a subclass of tf.compat.v1.train.%s, as it is, its '
+               'begin() made eager.', cls.__qualname__, tf_class.__name__)
+  return hook
 
 
 def as_tfmon_hook(hook, where):
@@ -221,12 +382,15 @@ def as_tfmon_hook(hook, where):
   convert = _CONVERSIONS.get(cls)
   if convert is None:
     for tf_class in _CONVERSIONS:
-      if isinstance(hook, tf_class) and not isinstance(hook, _SUBCLASSES_RUN_AS_IS):
-        name = tf_class.__name__
-        raise TypeError(
-            f'{where} is {hook!r}, a subclass of tf.compat.v1.train.{name}, whose '
-            'methods need a TF1 graph. Subclass tfmon.train.' + name + ' instead: '
-            'it takes the same arguments and runs in an eager tfmon session.')
+      if isinstance(hook, tf_class):
+        try:
+          return _run_subclass(hook, tf_class)
+        except _Refused as e:
+          name = tf_class.__name__
+          raise TypeError(
+              f'{where} is {hook!r}, a subclass of tf.compat.v1.train.{name}, but '
+              f'{e}. Subclass tfmon.train.{name} instead: it takes the same '
+              'arguments and runs in an eager tfmon session.') from None
     return hook
   name = cls.__name__
   try:
