@@ -302,6 +302,22 @@ def test_a_step_counter_hook_subclass_writes_its_rate(tmp_path, caplog):
   assert len(_logged(caplog, 'global_step/sec: ')) == 2
 
 
+def test_a_global_step_waiter_hook_subclass_waits_as_in_tf1(caplog):
+
+  class Counting(v1.GlobalStepWaiterHook):
+
+    def before_run(self, run_context):
+      self.waited = not self._worker_is_started
+      return super().before_run(run_context)
+
+  global_step, step = _counting_step()
+  global_step.assign(3)
+  hook = Counting(wait_until_step=3)
+  _train([hook], runs=2, step=step)
+  assert hook.waited is False  # started at the first run, which waited
+  assert _logged(caplog, 'Waiting for global step 3 before starting training.')
+
+
 def test_a_subclass_with_a_graph_tensor_is_refused_naming_the_fix():
 
   class Mine(v1.LoggingTensorHook):

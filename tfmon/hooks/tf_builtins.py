@@ -344,6 +344,8 @@ def _run_subclass(hook, tf_class):
   if tf_class is _V1.LoggingTensorHook:
     tensors = hook._tensors  # pylint: disable=protected-access
     _refuse_graph_tensors(list(tensors) + list(tensors.values()), 'its tensors')
+  if tf_class is _V1.StepCounterHook:
+    _summary_writer(hook._summary_writer, 'it has')  # pylint: disable=protected-access
   cls = type(hook)
   eager_class = _eager_classes.get(cls)
   if eager_class is None:
