@@ -316,3 +316,22 @@ def test_a_one_shot_iterator_continues_across_runs_with_other_fetches():
       while not sess.should_stop():
         seen.append(sess.run(element))
   assert seen == list(range(10))  # and the data running out ended the loop
+
+
+def test_step_functions_and_the_captured_graph_mix_in_one_session():
+  with tfmon.Graph().as_default():
+    global_step, x, y, _, loss, _, train_op = _tf1_model()
+    counter = tf.Variable(0, dtype=tf.int64)  # an eager program's state
+    xb, yb = _batch()
+
+    def count(step):
+      counter.assign_add(step)
+      return {'counted': counter.read_value()}
+
+    with tfmon.train.MonitoredSession() as sess:
+      sess.run(train_op, feed_dict={x: xb, y: yb})
+      assert sess.run(count, feed_dict={'step': np.int64(5)})['counted'] == 5
+      with pytest.raises(ValueError, match=r'step functions .* and elements of the '
+                         r'captured graph .* in one call'):
+        sess.run([count, loss], feed_dict={'step': np.int64(1)})
+      assert sess.run(global_step) == 1

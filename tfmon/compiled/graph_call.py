@@ -40,6 +40,9 @@ import tensorflow as tf
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 
+# What `run` returns for a run of step functions, which the compiler runs.
+STEP_FUNCTIONS = object()
+
 # How a flat fetch leaf becomes a result.
 _OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE = range(6)
 
@@ -107,12 +110,14 @@ class GraphCall:
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict`; returns numpy results shaped as `fetches`."""
     flat = tf.nest.flatten(fetches)
-    feeds = self._feeds(feed_dict or {})
     key = (tuple(_leaf_key(leaf) for leaf in flat),
-           tuple(tensor.name for tensor, _ in feeds))
+           tuple(_leaf_key(k) for k in feed_dict) if feed_dict else ())
     plan = self._plans.get(key)
     if plan is None:
-      plan = self._plans[key] = _Plan(flat, [self._fetch_element(l) for l in flat])
+      plan = self._plans[key] = self._plan(flat, feed_dict)
+    if plan is STEP_FUNCTIONS:
+      return plan
+    feeds = self._feeds(feed_dict) if feed_dict else []
     function = plan.function
     if (function is None and (plan.tensors or plan.operations)) or (
         function is not None and function.retired):
@@ -136,6 +141,20 @@ class GraphCall:
       else:
         results.append(None)
     return compiled_call._pack(fetches, results)  # pylint: disable=protected-access
+
+  def _plan(self, flat, feed_dict):
+    steps = [leaf for leaf in flat
+             if fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)]
+    if not steps:
+      return _Plan(flat, [self._fetch_element(leaf) for leaf in flat])
+    graph_leaves = [leaf for leaf in flat if isinstance(leaf, (tf.Tensor, tf.Operation))
+                    and getattr(leaf, 'graph', None) is self.graph]
+    if graph_leaves or any(not isinstance(k, str) for k in feed_dict or ()):
+      raise ValueError(
+          f'run() got step functions ({[fetch_plan.describe(s) for s in steps]}) '
+          f'and elements of the captured graph ({graph_leaves[:3]}) in one call: '
+          'run each in its own run() call.')
+    return STEP_FUNCTIONS
 
   def _function_for(self, plan, fed):
     """The function to run `plan`'s fetches with `fed` (see the module doc)."""

@@ -6,7 +6,7 @@ from tfmon import workers
 from tfmon.compiled import CallCompiler
 from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
-from tfmon.compiled.graph_call import GraphCall
+from tfmon.compiled import graph_call
 from tfmon.compiled.worker_agreement import WorkerAgreement
 
 
@@ -42,7 +42,7 @@ class RawSession(graph_capture.SessionInterface):
     # Made inside `with tfmon.Graph().as_default():`, it runs that graph's
     # elements (GraphCall); step functions still go to the compiler.
     graph = graph_capture.current()
-    self._graph_call = GraphCall(graph) if graph is not None else None
+    self._graph_call = graph_call.GraphCall(graph) if graph is not None else None
     self._last_fused = None  # a multi-worker session's last fused call's args
     # The checkpoint its creator restored, or None.
     self.restored_from = None
@@ -136,10 +136,12 @@ class RawSession(graph_capture.SessionInterface):
     """
     del options, run_metadata  # accepted for v1 compatibility
     self._check_open()
-    if self._runs_graph(fetches, feed_dict):
-      self.calls_run += 1
+    if self._graph_call is not None:
       with graph_capture.running(self._graph_call.graph):
-        return self._graph_call.run(fetches, feed_dict)
+        results = self._graph_call.run(fetches, feed_dict)
+      if results is not graph_call.STEP_FUNCTIONS:
+        self.calls_run += 1
+        return results
     require_eager()  # HookedSession.run checked too, but hooks and steps call this
     if not feed_dict and fetch_plan.leaf_kind(fetches) == fetch_plan.VARIABLE:
       # v1 hooks read the global step this way after runs: an eager read is a
@@ -155,35 +157,14 @@ class RawSession(graph_capture.SessionInterface):
     see CallCompiler.run_counting.
     """
     self._check_open()  # HookedSession.run, the caller, required eager
-    if self._runs_graph(fetches, feed_dict):
-      self.calls_run += 1
+    if self._graph_call is not None:
       results = self._graph_call.run(fetches, feed_dict)
-      return results, int(global_step.numpy())
+      if results is not graph_call.STEP_FUNCTIONS:
+        self.calls_run += 1
+        return results, int(global_step.numpy())
     self.calls_run += 1
     return self._compiler.run_counting(fetches, feed_dict, global_step,
                                        value_before)
-
-  def _runs_graph(self, fetches, feed_dict):
-    """Whether a run goes to the captured graph: one without step functions.
-
-    A run of step functions goes to the compiler; one mixing them with graph
-    elements is refused (each kind runs as its own run).
-    """
-    if self._graph_call is None:
-      return False
-    flat = tf.nest.flatten(fetches)
-    steps = [leaf for leaf in flat if callable(leaf) and not isinstance(
-        leaf, (tf.Tensor, tf.Operation, tf.Variable))]
-    if not steps:
-      return True
-    if feed_dict and any(not isinstance(k, str) for k in feed_dict) or any(
-        isinstance(leaf, (tf.Tensor, tf.Operation)) and tf.is_symbolic_tensor(leaf)
-        or isinstance(leaf, tf.Operation) for leaf in flat):
-      raise ValueError(
-          f'run() got step functions ({[fetch_plan.describe(s) for s in steps]}) '
-          'and elements of the captured graph in one call: run each in its own '
-          'run() call.')
-    return False
 
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step,
                 global_step, feed_dict=None):

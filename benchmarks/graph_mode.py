@@ -1,0 +1,133 @@
+"""TF1 graph code under tfmon.Graph against TF1's own graph mode, per step.
+
+The same TF1 script runs twice in this process, in alternating rounds: once
+inside `with tf.Graph().as_default():` with `tf.compat.v1.train.
+MonitoredTrainingSession` (TF1's graph mode, still in TF 2.21), once inside
+`with tfmon.Graph().as_default():` with `tfmon.train.MonitoredTrainingSession`
+(the port: a rename). Both carry a TF1 job's duties: MonitoredTrainingSession's
+defaults (summaries and the step rate every 100 steps, a checkpoint every 500),
+TF's own StopAtStepHook, NanTensorHook and LoggingTensorHook (every 100).
+
+Workloads:
+  mlp      64-64-10 MLP, batches of 32 fed through placeholders (numpy float64,
+           as numpy makes them: both convert to the placeholder's float32);
+  cifar10  TensorFlow's CIFAR-10 tutorial graph (benchmarks/startup.py), input
+           from a tf.data one-shot iterator, v1 summaries.
+
+Each round times `--steps` steps after a warm-up run of each variant (tracing,
+pruning and TF's first-call optimization excluded); ratios are medians of
+same-round ratios, since this box's speed moves between rounds. The idle-hooks
+line is tfmon with 50 idle tfmon hooks against tfmon with one, same rounds.
+
+  python -m benchmarks.graph_mode [--model mlp|cifar10|both] [--rounds N] [--steps N]
+"""
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+import tfmon  # pylint: disable=g-import-not-at-top
+from benchmarks import startup  # pylint: disable=g-import-not-at-top
+
+v1 = tf.compat.v1
+
+
+def _mlp():
+  """A TF1 MLP on placeholders; returns (loss, train_op, feed_dict)."""
+  global_step = v1.train.get_or_create_global_step()
+  x = v1.placeholder(tf.float32, [None, 64], name='x')
+  y = v1.placeholder(tf.int64, [None], name='y')
+  w1 = v1.get_variable('w1', [64, 64])
+  w2 = v1.get_variable('w2', [64, 10])
+  logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=y, logits=logits), name='loss')
+  v1.summary.scalar('loss', loss)
+  train_op = v1.train.GradientDescentOptimizer(0.01).minimize(
+      loss, global_step=global_step)
+  rng = np.random.default_rng(0)
+  return loss, train_op, {x: rng.normal(size=(32, 64)), y: rng.integers(0, 10, 32)}
+
+
+def _cifar10():
+  loss, train_op = startup.cifar_tutorial_graph(tf, np, v1.summary)
+  return loss, train_op, None
+
+
+_MODELS = {'mlp': _mlp, 'cifar10': _cifar10}
+
+
+class _IdleHook(tfmon.train.LoggingTensorHook):
+  """A tfmon hook due far in the future: what an idle hook costs."""
+
+  def __init__(self, loss):
+    super().__init__({'loss': loss}, every_n_iter=10**9)
+
+
+def _seconds_per_step(model, variant, steps, idle_hooks=0):
+  """Builds `model` in a fresh graph of `variant`, warms up, times `steps` steps."""
+  graph, train = ((tfmon.Graph, tfmon.train) if variant.startswith('tfmon')
+                  else (tf.Graph, v1.train))
+  with graph().as_default():
+    loss, train_op, feed_dict = _MODELS[model]()
+    hooks = [v1.train.StopAtStepHook(last_step=steps + 2),
+             v1.train.NanTensorHook(loss),
+             v1.train.LoggingTensorHook({'loss': loss}, every_n_iter=100)]
+    hooks += [_IdleHook(loss) for _ in range(idle_hooks)]
+    with train.MonitoredTrainingSession(
+        checkpoint_dir=tempfile.mkdtemp(), hooks=hooks, save_checkpoint_steps=500,
+        save_summaries_steps=100, log_step_count_steps=100) as sess:
+      sess.run(train_op, feed_dict=feed_dict)  # trace, prune, first call
+      sess.run(train_op, feed_dict=feed_dict)  # the non-recording function's
+      start = time.perf_counter()
+      count = 0
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict=feed_dict)
+        count += 1
+      return (time.perf_counter() - start) / count
+
+
+def measure(model, rounds, steps):
+  variants = ('tfmon', 'tf1', 'tfmon-50-idle', 'tfmon-1-idle')
+  results = {v: [] for v in variants}
+  for r in range(rounds):
+    order = variants[r % len(variants):] + variants[:r % len(variants)]
+    for variant in order:
+      idle = {'tfmon-50-idle': 50, 'tfmon-1-idle': 1}.get(variant, 0)
+      results[variant].append(_seconds_per_step(model, variant, steps, idle))
+  return results
+
+
+def _ratio(results, a, b):
+  return statistics.median(x / y for x, y in zip(results[a], results[b]))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--model', default='both', choices=['mlp', 'cifar10', 'both'])
+  parser.add_argument('--rounds', type=int, default=5)
+  parser.add_argument('--steps', type=int, default=None,
+                      help='steps timed per round (default: 2000 mlp, 60 cifar10)')
+  args = parser.parse_args()
+  models = ['mlp', 'cifar10'] if args.model == 'both' else [args.model]
+  for model in models:
+    steps = args.steps or {'mlp': 2000, 'cifar10': 60}[model]
+    results = measure(model, args.rounds, steps)
+    print(f'{model}: {args.rounds} rounds of {steps} steps, ms a step (median)')
+    for variant, times in results.items():
+      print(f'  {variant:15s} {1e3 * statistics.median(times):8.3f}')
+    print(f'  TF1 throughput / tfmon throughput, i.e. tfmon time / TF1 time: '
+          f'{_ratio(results, "tfmon", "tf1"):.3f} (target <= 1.0)')
+    print(f'  50 idle hooks: tfmon-1-idle time / tfmon-50-idle time: '
+          f'{_ratio(results, "tfmon-1-idle", "tfmon-50-idle"):.3f} (target >= 0.95)')
+
+
+if __name__ == '__main__':
+  main()
