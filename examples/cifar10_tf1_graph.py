@@ -1,0 +1,227 @@
+r"""TensorFlow's TF1 CIFAR-10 tutorial (cifar10.py + cifar10_train.py), graph code unchanged.
+
+The model, loss and train functions below are the tutorial's own graph code
+(`tensorflow/models/tutorials/image/cifar10`, TF1): `tf.compat.v1.get_variable`
+on the CPU, weight decay through the 'losses' collection, moving averages of the
+losses and of the variables, an exponentially decaying learning rate, and the
+activation, gradient and variable summaries. `--graph tf1` runs it as TF1 did,
+in TF1's graph mode (still in TF 2.21); `--graph tfmon` runs the very same code
+through tfmon. The port is the two names in `main`:
+
+    tf.Graph                              -> tfmon.Graph
+    tf.compat.v1.train.MonitoredTrainingSession -> tfmon.train.MonitoredTrainingSession
+
+Two changes to the tutorial itself: the moving averages of the loss tensors
+(see `_add_loss_summaries`), and the input: its queue-runner reader
+(`cifar10_input.distorted_inputs`) becomes a tf.data pipeline of random 24x24
+images (queue runners are refused, with this fix), read through a one-shot
+iterator, as TF1 code written for tf.data did.
+
+  python examples/cifar10_tf1_graph.py --graph tfmon --train_dir /tmp/cifar10_graph
+"""
+
+import re
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import tfmon
+
+_GRAPH = flags.DEFINE_enum('graph', 'tfmon', ['tfmon', 'tf1'],
+                           'Run under tfmon.Graph or TF1 graph mode.')
+_TRAIN_DIR = flags.DEFINE_string('train_dir', '/tmp/cifar10_tf1_graph',
+                                 'Where checkpoints and summaries go.')
+_MAX_STEPS = flags.DEFINE_integer('max_steps', 100, 'Global step to stop at.')
+_SAVE_STEPS = flags.DEFINE_integer('save_steps', 50, 'Checkpoint every N steps.')
+_LOG_FREQUENCY = flags.DEFINE_integer('log_frequency', 10, 'Log every N steps.')
+
+BATCH_SIZE = 128
+IMAGE_SIZE = 24
+NUM_CLASSES = 10
+NUM_EXAMPLES_PER_EPOCH_FOR_TRAIN = 50000
+MOVING_AVERAGE_DECAY = 0.9999
+NUM_EPOCHS_PER_DECAY = 350.0
+LEARNING_RATE_DECAY_FACTOR = 0.1
+INITIAL_LEARNING_RATE = 0.1
+TOWER_NAME = 'tower'
+
+v1 = tf.compat.v1
+
+
+# ---- cifar10.py, as the tutorial wrote it (tf.* names spelled tf.compat.v1.*) ----
+
+def _activation_summary(x):
+  tensor_name = re.sub('%s_[0-9]*/' % TOWER_NAME, '', x.op.name)
+  v1.summary.histogram(tensor_name + '/activations', x)
+  v1.summary.scalar(tensor_name + '/sparsity', tf.nn.zero_fraction(x))
+
+
+def _variable_on_cpu(name, shape, initializer):
+  with tf.device('/cpu:0'):
+    var = v1.get_variable(name, shape, initializer=initializer, dtype=tf.float32)
+  return var
+
+
+def _variable_with_weight_decay(name, shape, stddev, wd):
+  var = _variable_on_cpu(
+      name, shape, v1.truncated_normal_initializer(stddev=stddev, dtype=tf.float32))
+  if wd is not None:
+    weight_decay = tf.multiply(tf.nn.l2_loss(var), wd, name='weight_loss')
+    v1.add_to_collection('losses', weight_decay)
+  return var
+
+
+def inference(images):
+  with v1.variable_scope('conv1') as scope:
+    kernel = _variable_with_weight_decay('weights', shape=[5, 5, 3, 64],
+                                         stddev=5e-2, wd=None)
+    conv = tf.nn.conv2d(images, kernel, [1, 1, 1, 1], padding='SAME')
+    biases = _variable_on_cpu('biases', [64], v1.constant_initializer(0.0))
+    pre_activation = tf.nn.bias_add(conv, biases)
+    conv1 = tf.nn.relu(pre_activation, name=scope.name)
+    _activation_summary(conv1)
+  pool1 = tf.nn.max_pool2d(conv1, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1],
+                           padding='SAME', name='pool1')
+  norm1 = tf.nn.lrn(pool1, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75, name='norm1')
+  with v1.variable_scope('conv2') as scope:
+    kernel = _variable_with_weight_decay('weights', shape=[5, 5, 64, 64],
+                                         stddev=5e-2, wd=None)
+    conv = tf.nn.conv2d(norm1, kernel, [1, 1, 1, 1], padding='SAME')
+    biases = _variable_on_cpu('biases', [64], v1.constant_initializer(0.1))
+    pre_activation = tf.nn.bias_add(conv, biases)
+    conv2 = tf.nn.relu(pre_activation, name=scope.name)
+    _activation_summary(conv2)
+  norm2 = tf.nn.lrn(conv2, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75, name='norm2')
+  pool2 = tf.nn.max_pool2d(norm2, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1],
+                           padding='SAME', name='pool2')
+  with v1.variable_scope('local3') as scope:
+    reshape = tf.reshape(pool2, [BATCH_SIZE, -1])
+    dim = reshape.get_shape()[1]
+    weights = _variable_with_weight_decay('weights', shape=[dim, 384],
+                                          stddev=0.04, wd=0.004)
+    biases = _variable_on_cpu('biases', [384], v1.constant_initializer(0.1))
+    local3 = tf.nn.relu(tf.matmul(reshape, weights) + biases, name=scope.name)
+    _activation_summary(local3)
+  with v1.variable_scope('local4') as scope:
+    weights = _variable_with_weight_decay('weights', shape=[384, 192],
+                                          stddev=0.04, wd=0.004)
+    biases = _variable_on_cpu('biases', [192], v1.constant_initializer(0.1))
+    local4 = tf.nn.relu(tf.matmul(local3, weights) + biases, name=scope.name)
+    _activation_summary(local4)
+  with v1.variable_scope('softmax_linear') as scope:
+    weights = _variable_with_weight_decay('weights', [192, NUM_CLASSES],
+                                          stddev=1 / 192.0, wd=None)
+    biases = _variable_on_cpu('biases', [NUM_CLASSES], v1.constant_initializer(0.0))
+    softmax_linear = tf.add(tf.matmul(local4, weights), biases, name=scope.name)
+    _activation_summary(softmax_linear)
+  return softmax_linear
+
+
+def loss(logits, labels):
+  labels = tf.cast(labels, tf.int64)
+  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=logits, name='cross_entropy_per_example')
+  cross_entropy_mean = tf.reduce_mean(cross_entropy, name='cross_entropy')
+  v1.add_to_collection('losses', cross_entropy_mean)
+  return tf.add_n(v1.get_collection('losses'), name='total_loss')
+
+
+def _add_loss_summaries(total_loss):
+  # The one edit to the tutorial's model code: it averaged the loss *tensors*
+  # with ExponentialMovingAverage, which TF 2 refuses outside TF1's own graph
+  # mode ("does not support non-Variable tensors when eager execution is
+  # enabled"); the raw losses are recorded instead. Averages of variables
+  # (below, in train) work as in TF1.
+  losses = v1.get_collection('losses')
+  for l in losses + [total_loss]:
+    v1.summary.scalar(l.op.name + ' (raw)', l)
+  return tf.no_op()
+
+
+def train(total_loss, global_step):
+  num_batches_per_epoch = NUM_EXAMPLES_PER_EPOCH_FOR_TRAIN / BATCH_SIZE
+  decay_steps = int(num_batches_per_epoch * NUM_EPOCHS_PER_DECAY)
+  lr = v1.train.exponential_decay(INITIAL_LEARNING_RATE, global_step, decay_steps,
+                                  LEARNING_RATE_DECAY_FACTOR, staircase=True)
+  v1.summary.scalar('learning_rate', lr)
+  loss_averages_op = _add_loss_summaries(total_loss)
+  with tf.control_dependencies([loss_averages_op]):
+    opt = v1.train.GradientDescentOptimizer(lr)
+    grads = opt.compute_gradients(total_loss)
+  apply_gradient_op = opt.apply_gradients(grads, global_step=global_step)
+  for var in v1.trainable_variables():
+    v1.summary.histogram(var.op.name, var)
+  for grad, var in grads:
+    if grad is not None:
+      v1.summary.histogram(var.op.name + '/gradients', grad)
+  variable_averages = v1.train.ExponentialMovingAverage(MOVING_AVERAGE_DECAY,
+                                                        global_step)
+  with tf.control_dependencies([apply_gradient_op]):
+    variables_averages_op = variable_averages.apply(v1.trainable_variables())
+  return variables_averages_op
+
+
+# ---- the input: tf.data instead of the tutorial's queue runners ----
+
+def distorted_inputs():
+  rng = np.random.default_rng(0)
+  images = rng.normal(size=(4 * BATCH_SIZE, IMAGE_SIZE, IMAGE_SIZE, 3))
+  labels = rng.integers(0, NUM_CLASSES, size=(4 * BATCH_SIZE,))
+  dataset = tf.data.Dataset.from_tensor_slices(
+      (images.astype(np.float32), labels.astype(np.int32)))
+  dataset = dataset.repeat().batch(BATCH_SIZE, drop_remainder=True)
+  return v1.data.make_one_shot_iterator(dataset).get_next()
+
+
+# ---- cifar10_train.py ----
+
+def main(argv):
+  del argv
+  v1.logging.set_verbosity(v1.logging.INFO)
+  if _GRAPH.value == 'tfmon':
+    graph, training = tfmon.Graph, tfmon.train
+  else:
+    graph, training = tf.Graph, v1.train
+  with graph().as_default():
+    global_step = v1.train.get_or_create_global_step()
+    with tf.device('/cpu:0'):
+      images, labels = distorted_inputs()
+    logits = inference(images)
+    total_loss = loss(logits, labels)
+    train_op = train(total_loss, global_step)
+
+    class _LoggerHook(v1.train.SessionRunHook):
+      """Logs loss and runtime."""
+
+      def begin(self):
+        self._step = -1
+        self._start_time = time.time()
+
+      def before_run(self, run_context):
+        self._step += 1
+        return v1.train.SessionRunArgs(total_loss)
+
+      def after_run(self, run_context, run_values):
+        if self._step % _LOG_FREQUENCY.value == 0:
+          current_time = time.time()
+          duration = current_time - self._start_time
+          self._start_time = current_time
+          examples_per_sec = _LOG_FREQUENCY.value * BATCH_SIZE / duration
+          v1.logging.info('step %d, loss = %.2f (%.1f examples/sec)', self._step,
+                          run_values.results, examples_per_sec)
+
+    with training.MonitoredTrainingSession(
+        checkpoint_dir=_TRAIN_DIR.value,
+        hooks=[v1.train.StopAtStepHook(last_step=_MAX_STEPS.value),
+               v1.train.NanTensorHook(total_loss),
+               _LoggerHook()],
+        save_checkpoint_steps=_SAVE_STEPS.value) as mon_sess:
+      while not mon_sess.should_stop():
+        mon_sess.run(train_op)
+
+
+if __name__ == '__main__':
+  app.run(main)

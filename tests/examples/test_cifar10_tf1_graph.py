@@ -1,0 +1,44 @@
+"""The TF1 CIFAR-10 tutorial's graph code under tfmon.Graph does what TF1 graph mode does."""
+
+import os
+import re
+import subprocess
+import sys
+
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+_SCRIPT = os.path.join(os.path.dirname(__file__), '..', '..', 'examples',
+                       'cifar10_tf1_graph.py')
+
+
+def _train(graph, train_dir):
+  log = subprocess.run(
+      [sys.executable, _SCRIPT, f'--graph={graph}', f'--train_dir={train_dir}',
+       '--max_steps=20', '--save_steps=10', '--log_frequency=5'],
+      capture_output=True, text=True, timeout=300, check=True).stderr
+  logged = [int(step) for step in re.findall(r'INFO:tensorflow:step (\d+), loss', log)]
+  state = tf.train.get_checkpoint_state(str(train_dir))
+  saved = [int(p.rsplit('-', 1)[-1]) for p in state.all_model_checkpoint_paths]
+  return logged, saved, _variable_names(state.model_checkpoint_path)
+
+
+def _variable_names(prefix):
+  """The TF1 names a checkpoint holds: a TF2 checkpoint keeps them as full names."""
+  reader = tf.train.load_checkpoint(prefix)
+  if not reader.has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'):
+    return set(reader.get_variable_to_shape_map())
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'))
+  return {a.full_name for node in graph.nodes for a in node.attributes
+          if a.full_name} - {'save_counter'}  # TF2's own count of saves
+
+
+def test_the_tutorial_logs_saves_and_names_its_variables_as_in_tf1(tmp_path):
+  tf1_logged, tf1_saved, tf1_names = _train('tf1', tmp_path / 'tf1')
+  logged, saved, names = _train('tfmon', tmp_path / 'tfmon')
+  assert logged == tf1_logged == [0, 5, 10, 15]
+  assert saved == tf1_saved == [0, 10, 20]
+  assert names == tf1_names
+  assert {'conv1/weights', 'local3/weights/ExponentialMovingAverage',
+          'global_step'} <= names
