@@ -56,7 +56,7 @@ def main():
   step = int(model.optimizer.iterations.numpy())
   if step >= args.last_step:
     # fit always runs one call, and a compiled metric fails at the end of an
-    # epoch of no steps (README, known differences): stop here instead.
+    # epoch of no steps (docs/known-differences.md): stop here instead.
     print(f'Already at step {step} (--last_step {args.last_step}): nothing to train.')
     return
 

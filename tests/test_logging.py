@@ -119,9 +119,6 @@ def _creation_lines(lines):
           for message in messages if message.startswith(tuple(_TF1_CREATION))]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'core: tfmon/session/ logs neither "Graph was finalized." (v1 Scaffold.finalize, '
-    'at each creation) nor the local_init_op lines (v1 SessionManager); issue 30 item 7'))
 def test_session_creation_logs_tf1s_lines_in_tf1s_order(job_logs):
   _, fresh, resumed = job_logs
   assert _creation_lines(fresh) == [line for line in _TF1_CREATION
@@ -129,9 +126,6 @@ def test_session_creation_logs_tf1s_lines_in_tf1s_order(job_logs):
   assert _creation_lines(resumed) == _TF1_CREATION
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'core: tfmon/session/training_session.py logs "all_hooks [...]", which v1 logs '
-    'only on its distribute-coordinator path; issue 30 item 7'))
 def test_no_debug_line_listing_the_hooks(job_logs):
   _, fresh, resumed = job_logs
   assert not [line for line in fresh + resumed if 'all_hooks' in line]

@@ -5,12 +5,12 @@ hooks (`graph_capture.running`), while each hook that is not one of tfmon's
 own runs in graph mode with the captured graph as the default graph, as TF1
 ran it: ops it builds in `begin()` are graph ops that run when fetched, and
 `tf.compat.v1.get_default_graph()` is the captured graph in every callback.
-After the hooks' `begin()`, the graph is finalized, as TF1 did.
+After the hooks' `begin()`, the session creator's `Scaffold.finalize()`
+finalizes the graph, as TF1's did.
 """
 
 import tensorflow as tf
 
-from tfmon import tf_logging as logging
 
 
 def is_tfmon_hook(hook):
@@ -80,8 +80,8 @@ def refuse_unsupported(graph, strategy, jit_compile, steps_per_loop):
   if strategy is not None:
     raise ValueError(
         f'strategy={strategy!r} with a captured TF1 graph: a tfmon.Graph runs on '
-        'one device set. Build the model as a step function (README "Porting '
-        'from TF1") to train under a strategy.')
+        'one device set. Build the model as a step function (docs/porting.md) '
+        'to train under a strategy.')
   if jit_compile:
     raise ValueError(
         f'jit_compile={jit_compile!r} with a captured TF1 graph is not supported: '
@@ -97,8 +97,3 @@ def refuse_unsupported(graph, strategy, jit_compile, steps_per_loop):
         'tfmon session does not start (TF1 input pipelines built on queues hang '
         'without them). Read the input with tf.data instead: '
         'tf.compat.v1.data.make_one_shot_iterator(dataset).get_next().')
-
-
-def finalize(graph):
-  graph.finalize()
-  logging.info('Graph was finalized.')

@@ -196,8 +196,6 @@ class _MonitoredSession:
     with self._scope():
       for hook in self._hooks:
         hook.begin()
-      if self._graph is not None:
-        graph_mode.finalize(self._graph)
       self._coordinated_creator = _CoordinatedSessionCreator(
           session_creator=session_creator or ChiefSessionCreator(),
           hooks=self._hooks,
@@ -451,7 +449,7 @@ class MonitoredSession(_MonitoredSession):
 
   Under MultiWorkerMirroredStrategy every worker process runs its own session:
   a stop on any worker (a hook, the coordinator, a stop signal) stops every
-  worker after the same step, agreed inside the compiled call; see README,
+  worker after the same step, agreed inside the compiled call; see docs/distribution.md,
   "Multi-worker training".
 
   Step fusion: with `steps_per_loop=K`, one `run` of a step function (with no

@@ -3,6 +3,8 @@
 import tensorflow as tf
 
 from tfmon import checkpointing
+from tfmon import tf_logging as logging
+from tfmon.compiled import graph_capture
 from tfmon import summaries
 
 
@@ -100,7 +102,12 @@ class Scaffold:
     self._checkpoint_manager = None
 
   def finalize(self):
-    """Kept for v1 code that calls it: an eager program has no graph to finalize."""
+    """Finalizes a captured TF1 graph (`tfmon.Graph`), as v1 finalized its graph:
+    the graph is complete once the hooks' `begin()` ran. Logs v1's line."""
+    graph = graph_capture.current()
+    if graph is not None and not graph.finalized:
+      graph.finalize()
+    logging.info('Graph was finalized.')
 
   @property
   def checkpoint(self):
@@ -148,7 +155,9 @@ class Scaffold:
 
   def local_initialize(self, session):
     """Runs `local_init_op` then `local_init_fn`: on every session creation."""
+    logging.info('Running local_init_op.')
     if self.local_init_op is not None:
       session.run(self.local_init_op, feed_dict=self.local_init_feed_dict)
     if self._user_local_init_fn is not None:
       self._user_local_init_fn(self, session)
+    logging.info('Done running local_init_op.')

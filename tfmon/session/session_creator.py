@@ -111,6 +111,7 @@ class ChiefSessionCreator(SessionCreator):
     self._initialized = False
 
   def create_session(self):
+    self._scaffold.finalize()
     session = RawSession()
     self._scaffold.watch_step_variables(session)
     restored = _restore_in_turn(session, self._scaffold, lambda: _restore_latest(
@@ -141,6 +142,7 @@ class WorkerSessionCreator(SessionCreator):
     self._checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
 
   def create_session(self):
+    self._scaffold.finalize()
     session = RawSession()
     self._scaffold.watch_step_variables(session)
     restored = _restore_in_turn(

@@ -1,6 +1,5 @@
 """MonitoredTrainingSession: a MonitoredSession with v1's default training hooks."""
 
-from tfmon import tf_logging as logging
 
 from tfmon import arg_checks
 from tfmon import paths
@@ -82,7 +81,7 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   a CheckpointSaverHook on the chief's timer, since every worker takes part in
   a save: the chief's lands in `checkpoint_dir`, the others' in a temporary
   directory that is removed. Stops, signals and timed saves are agreed by all
-  workers (see README, "Multi-worker training").
+  workers (see docs/distribution.md, "Multi-worker training").
 
   Args:
     master: Ignored, with a warning: tfmon runs in this process.
@@ -187,7 +186,6 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
         save_graph_def=save_graph_def, max_to_keep=max_to_keep,
         keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours))
   all_hooks.extend(hooks)
-  logging.info('all_hooks %r', all_hooks)
   session_creator = ChiefSessionCreator(
       scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config)
   return MonitoredSession(session_creator=session_creator, hooks=all_hooks,
