@@ -22,11 +22,15 @@ batch_size / N per step), every worker evaluates on its own, and the chief,
 worker 0, writes the checkpoints and TensorBoard logs into --train_dir, from
 which a rerun resumes.
 
+The flags are checked before this module imports TensorFlow; a bad one is
+answered with one line naming it and what to give.
+
   python -m tfmon.examples.cifar10 [--train_dir=DIR] [--data_dir=DIR]
       [--max_steps=500] [--batch_size=64] [--log_frequency=50] [--workers=N]
   tensorboard --logdir DIR
 """
 
+import math
 import os
 import sys
 import tempfile
@@ -37,12 +41,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
-import keras
-import tensorflow as tf
 
-import tfmon
-from tfmon.examples import cifar10_input
+from tfmon.examples import cifar10_files
 from tfmon.examples import launch
+
+# The flags, and what needs nothing else, come before TensorFlow's import, which
+# takes seconds: `--help`, a bad flag and the process that only launches the
+# workers (--workers) need not wait for it (see the end of this block).
 
 _TRAIN_DIR = flags.DEFINE_string(
     'train_dir', os.path.join(tempfile.gettempdir(), 'cifar10_train'),
@@ -59,10 +64,12 @@ _LOG_FREQUENCY = flags.DEFINE_integer('log_frequency', 50,
                                       'How often to log results to the console.',
                                       lower_bound=1)
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 250,
-                                   'Evaluate on the test split every N steps.')
+                                   'Evaluate on the test split every N steps.',
+                                   lower_bound=1)
 _EVAL_EXAMPLES = flags.DEFINE_integer('eval_examples', 1000,
-                                      'Test examples per evaluation (0: all).')
-_LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.05, 'SGD learning rate.')
+                                      'Test examples per evaluation (0: all).',
+                                      lower_bound=0)
+_LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.05, 'SGD learning rate (> 0).')
 _WORKERS = flags.DEFINE_integer(
     'workers', None, 'Train on N local worker processes (MultiWorkerMirroredStrategy, '
     'started by tfmon.examples.launch); --batch_size is the global batch.',
@@ -70,12 +77,70 @@ _WORKERS = flags.DEFINE_integer(
 flags.register_validator(
     'train_dir', lambda path: not os.path.exists(path) or os.path.isdir(path),
     message='--train_dir names a file: give a directory (created if missing).')
+flags.register_validator(
+    'learning_rate', lambda rate: math.isfinite(rate) and rate > 0,
+    message='--learning_rate is the SGD step size: give a number > 0, such as the '
+    'default 0.05 (a negative one climbs the loss instead of descending it).')
 flags.register_multi_flags_validator(
     ['batch_size', 'workers'],
     lambda values: (not values['workers'] or
                     values['batch_size'] % values['workers'] == 0),
     message='--batch_size is the global batch, split evenly over --workers: give a '
     'multiple of the number of workers.')
+
+
+def _check_data_dir(path):
+  if path:
+    try:
+      cifar10_files.find(path)  # are the files there? Reading them comes later
+    except cifar10_files.DataError as e:
+      raise flags.ValidationError(str(e)) from None
+  return True
+
+
+flags.register_validator('data_dir', _check_data_dir)
+
+
+def _parse_flags(argv):
+  """Parses the command line; a bad flag ends the program with one line naming it."""
+  app.define_help_flags()  # --help, --helpshort, --helpfull, as app.run defines them
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    sys.exit('cifar10: ' + ' '.join(str(e).split()))
+
+
+def _worker_command():
+  """The command line of a worker: this module with the flags given, minus --workers."""
+  given = []
+  for name in flags.FLAGS:
+    flag = flags.FLAGS[name]
+    if flag.present and name == flag.name and name != 'workers':  # not a short name
+      given.append(flag.serialize())
+  return [sys.executable, '-m', 'tfmon.examples.cifar10', *given]
+
+
+def _launch_workers(argv):
+  """This process only launches the workers, and exits with their exit code."""
+  del argv
+  logging.set_verbosity(logging.INFO)
+  command = _worker_command()
+  logging.info('Launching %d workers: %s', _WORKERS.value, ' '.join(command))
+  return launch.launch(command, _WORKERS.value)
+
+
+if __name__ == '__main__':
+  _ARGV = _parse_flags(sys.argv)
+  if _WORKERS.value is not None:
+    app.run(_launch_workers, flags_parser=lambda _: _ARGV)  # exits
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import keras
+import tensorflow as tf
+
+import tfmon
+from tfmon.examples import cifar10_input
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 _WEIGHT_DECAY = 0.004  # the tutorial's wd on local3 and local4
 
@@ -270,23 +335,9 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
   return summary
 
 
-def _worker_command():
-  """The command line of a worker: this module with the flags given, minus --workers."""
-  given = []
-  for name in flags.FLAGS:
-    flag = flags.FLAGS[name]
-    if flag.present and name == flag.name and name != 'workers':  # not a short name
-      given.append(flag.serialize())
-  return [sys.executable, '-m', 'tfmon.examples.cifar10', *given]
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.INFO)
-  if _WORKERS.value is not None:  # this process only launches the workers
-    command = _worker_command()
-    logging.info('Launching %d workers: %s', _WORKERS.value, ' '.join(command))
-    sys.exit(launch.launch(command, _WORKERS.value))
   strategy = multi_worker_strategy()  # before any other TensorFlow work
   try:
     train(_TRAIN_DIR.value, _DATA_DIR.value, _MAX_STEPS.value, _BATCH_SIZE.value,
@@ -297,4 +348,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=lambda _: _ARGV)

@@ -1,14 +1,12 @@
 """CIFAR-10 input with tf.data: the official files, or an embedded synthetic stand-in.
 
-Reads either official format from a directory:
-  - binary: `cifar-10-batches-bin/data_batch_{1..5}.bin`, `test_batch.bin`
-    (records of 1 label byte + 3,072 image bytes, channel-major);
-  - python: `cifar-10-batches-py/data_batch_{1..5}`, `test_batch` (pickled dicts
-    with b'data' and b'labels'), as Keras' dataset cache keeps it.
-The files may also sit directly in the directory. With no directory given, Keras'
-cache (~/.keras/datasets) is looked at; with nothing found, a synthetic
-CIFAR-shaped dataset with learnable structure is generated, so the example never
-needs the network.
+Reads either official format (found by `cifar10_files`):
+  - binary: records of 1 label byte + 3,072 image bytes, channel-major;
+  - python: pickled dicts with b'data' and b'labels', as Keras' dataset cache
+    keeps them.
+With no directory given, Keras' cache (~/.keras/datasets) is looked at; with
+nothing found, a synthetic CIFAR-shaped dataset with learnable structure is
+generated, so the example never needs the network.
 """
 
 import os
@@ -17,17 +15,14 @@ import pickle
 import numpy as np
 import tensorflow as tf
 
+from tfmon.examples import cifar10_files
+
 IMAGE_SIZE = 32
 CROP_SIZE = 24  # the TF1 tutorial trained on random 24x24 crops
 NUM_CLASSES = 10
 _RECORD_BYTES = 1 + IMAGE_SIZE * IMAGE_SIZE * 3
-_BINARY_FILES = {'train': [f'data_batch_{i}.bin' for i in range(1, 6)],
-                 'test': ['test_batch.bin']}
-_PYTHON_FILES = {'train': [f'data_batch_{i}' for i in range(1, 6)],
-                 'test': ['test_batch']}
-_EXPECTED = ('the official CIFAR-10 binary files (cifar-10-batches-bin/data_batch_1.bin '
-             '... test_batch.bin) or python files (cifar-10-batches-py/data_batch_1 '
-             '... test_batch)')
+_EXPECTED = cifar10_files.EXPECTED
+DataError = cifar10_files.DataError  # what load raises, for any file it cannot use
 
 
 class CifarData:
@@ -47,10 +42,6 @@ class CifarData:
     self.flip_invariant = flip_invariant
 
 
-class DataError(ValueError):
-  """CIFAR-10 data that cannot be used; the message names the file or directory."""
-
-
 def _check_labels(path, labels):
   bad = np.unique(labels[(labels < 0) | (labels >= NUM_CLASSES)])
   if bad.size:
@@ -59,15 +50,6 @@ def _check_labels(path, labels):
         f'({np.sum((labels < 0) | (labels >= NUM_CLASSES))} of {len(labels)} '
         f'records). It is not a CIFAR-10 batch. Expected {_EXPECTED}.')
   return labels
-
-
-def _find(directory, names):
-  for folder in (directory, os.path.join(directory, 'cifar-10-batches-bin'),
-                 os.path.join(directory, 'cifar-10-batches-py')):
-    paths = [os.path.join(folder, name) for name in names]
-    if all(os.path.isfile(p) for p in paths):
-      return paths
-  return None
 
 
 def _read_binary(path):
@@ -143,30 +125,16 @@ def load(data_dir=None):
     A `CifarData`.
 
   Raises:
-    DataError: `data_dir` does not exist, holds neither format, or a file in it
-      is truncated or malformed, or has labels outside 0-9 (the message names
-      the file).
+    DataError: `data_dir` does not exist, holds neither format or only part of
+      one (the message names the files missing), or a file in it is truncated
+      or malformed, or has labels outside 0-9 (the message names the file).
   """
-  if data_dir:
-    if not os.path.isdir(data_dir):
-      raise DataError(f'--data_dir {data_dir} is not a directory. Expected it to '
-                       f'hold {_EXPECTED}.')
-    directories = [data_dir]
-  else:
-    directories = [os.path.join(os.path.expanduser('~'), '.keras', 'datasets')]
-  for directory in directories:
-    for files, reader, kind in ((_BINARY_FILES, _read_binary, 'binary'),
-                                (_PYTHON_FILES, _read_python, 'python')):
-      train_paths = _find(directory, files['train'])
-      test_paths = _find(directory, files['test'])
-      if train_paths and test_paths:
-        return CifarData(f'CIFAR-10 {kind} files in {os.path.dirname(train_paths[0])}',
-                         _read_split(train_paths, reader),
-                         _read_split(test_paths, reader))
-  if data_dir:
-    raise DataError(f'--data_dir {data_dir} holds no CIFAR-10 data. Expected '
-                     f'{_EXPECTED}.')
-  return synthetic()
+  found = cifar10_files.find(data_dir) if data_dir else cifar10_files.find_in_keras_cache()
+  if found is None:
+    return synthetic()
+  reader = _read_binary if found.kind == 'binary' else _read_python
+  return CifarData(f'CIFAR-10 {found.kind} files in {found.folder}',
+                   _read_split(found.train, reader), _read_split(found.test, reader))
 
 
 def _standardize(image):
