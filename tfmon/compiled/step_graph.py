@@ -21,6 +21,11 @@ What would otherwise make a retrace is an input of the concrete function:
 Its outputs are what the body returns (flattened, Nones left out) followed by
 the graph tensors named in `names` that exist in its graph: tensor names live in
 the traced graph, so a name first asked for after the trace retraces it once.
+
+Variables the body creates are made eagerly while it is traced, so a step that
+builds its model lazily is traced once, where tf.function traces it twice
+(_created_eagerly_into); and inside the trace, TF1's trainable-variables
+collection lists the variables the step has used (_TrainableVariablesUsed).
 """
 
 import contextlib
