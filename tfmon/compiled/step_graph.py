@@ -99,8 +99,9 @@ def _computed_eagerly(initial_value):
       value = initial_value() if callable(initial_value) else initial_value
     except Exception:  # pylint: disable=broad-except
       return None  # tf.function's way, tried next, raises what is wrong
-  if tf.is_symbolic_tensor(getattr(value, 'wrapped_value', value)):
-    return None
+  if any(map(tf.is_symbolic_tensor,
+             tf.nest.flatten(getattr(value, 'wrapped_value', value)))):
+    return None  # tf.Variable(x * 2), tf.Variable([x, y])
   return (lambda: value) if callable(initial_value) else value
 
 
