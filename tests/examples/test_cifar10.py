@@ -1,5 +1,6 @@
 """The main job: CIFAR-10 training end to end, on synthetic and on official-format data."""
 
+import glob
 import logging
 import os
 import pickle
@@ -10,6 +11,7 @@ import time
 from absl import flags
 import numpy as np
 import pytest
+from tensorboard.backend.event_processing import event_accumulator
 import tensorflow as tf
 
 from tests import event_files
@@ -59,7 +61,7 @@ def test_trains_on_synthetic_data_evaluates_and_resumes(tmp_path, caplog):
   assert 'Saving dict for global step 3: accuracy = ' in caplog.text
   assert tf.train.latest_checkpoint(tmp_path).endswith('model.ckpt-6')
   events = event_files.events(tmp_path)
-  assert event_files.steps(events, 'total_loss') == [1, 3, 5]
+  assert event_files.scalars(events, 'total_loss')[0] == [1, 3, 5]
   assert event_files.scalars(event_files.events(tmp_path / 'eval'), 'accuracy')[0] == [3, 6]
 
   forget_global_step()
@@ -79,6 +81,32 @@ def test_trains_on_synthetic_data_evaluates_and_resumes(tmp_path, caplog):
   assert 'unrestored' not in caplog.text.lower()
   steps, _ = event_files.served(tmp_path / 'eval', 'accuracy')
   assert steps == [3, 6, 8]
+
+
+def test_summaries_are_the_tutorial_s_v1_ones_and_the_graph_is_written_once(
+    tmp_path, caplog):
+  cifar10.train(str(tmp_path), max_steps=2, **_SMALL)
+  forget_global_step()
+  cifar10.train(str(tmp_path), max_steps=4, **_SMALL)  # resumed, as the README says
+  caplog.clear()
+  events = event_accumulator.EventAccumulator(str(tmp_path))
+  events.Reload()
+  tags = events.Tags()
+  layers = ['conv1', 'conv2', 'local3', 'local4', 'softmax_linear']
+  # Scalars as TF1 wrote them (simple_value), which TF1-era readers see.
+  assert set(tags['scalars']) >= {'cross_entropy', 'total_loss', 'learning_rate',
+                                  *(f'{layer}/sparsity' for layer in layers)}
+  assert [event.step for event in events.Scalars('total_loss')] == [1, 3]
+  assert events.Scalars('learning_rate')[0].value == pytest.approx(0.05)
+  assert sorted(event_files.simple_values(tmp_path, 'cross_entropy')) == [1, 3]
+  assert sorted(tags['histograms']) == [f'{layer}/activations' for layer in layers]
+  assert tags['images'] == ['images/image/0', 'images/image/1', 'images/image/2']
+  assert not tags['tensors']
+  # One graph, though two sessions wrote into the directory.
+  assert tags['graph'] and 'more than one graph event' not in caplog.text
+  assert sum(event.HasField('graph_def')
+             for path in glob.glob(str(tmp_path / 'events.out.tfevents.*'))
+             for event in tf.compat.v1.train.summary_iterator(path)) == 1
 
 
 def test_reads_the_official_binary_format(tmp_path, caplog):

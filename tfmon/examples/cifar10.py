@@ -4,8 +4,9 @@ The model is the tutorial's CNN (two 5x5 conv + max-pool + local response norm
 blocks, dense 384 and 192, weight decay on the dense layers) trained on random
 24x24 crops. As in the tutorial it runs under MonitoredTrainingSession with
 `checkpoint_dir`, `StopAtStepHook(last_step=max_steps)`, `NanTensorHook(loss)` and
-its `_LoggerHook`; it adds an `EvaluationHook` on the test split, and summaries
-for TensorBoard. Running it again resumes from the last checkpoint.
+its `_LoggerHook`, and writes its summaries with its `tf.compat.v1.summary` calls;
+it adds an `EvaluationHook` on the test split. Running it again resumes from the
+last checkpoint.
 
 Data: the real CIFAR-10 from --data_dir (binary or python format), or from
 Keras' dataset cache; with neither, an embedded synthetic CIFAR-shaped dataset,
@@ -171,6 +172,37 @@ def inference():
   ], name='cifar10')
 
 
+_SUMMARIZED = ('conv1', 'conv2', 'local3', 'local4', 'softmax_linear')
+
+
+def _logits_and_activations(model, images):
+  """`model`'s logits for a training step, and the outputs the tutorial summarized."""
+  activations = {}
+  x = images
+  for layer in model.layers:  # as the model calls them
+    x = layer(x, training=True)
+    if layer.name in _SUMMARIZED:
+      activations[layer.name] = x
+  return x, activations
+
+
+def _summaries(cross_entropy, loss, learning_rate, images, activations):
+  """The tutorial's summaries, with its v1 calls.
+
+  Written as TF1 wrote them: scalars as `simple_value`s, which TF1-era readers
+  of event files see (`EventAccumulator.Scalars`, `summary_iterator` loops);
+  `tf.summary.scalar` writes tensor summaries, which they do not. tfmon
+  computes them on the SummarySaverHook's recording steps only.
+  """
+  tf.compat.v1.summary.scalar('cross_entropy', cross_entropy)
+  tf.compat.v1.summary.scalar('total_loss', loss)
+  tf.compat.v1.summary.scalar('learning_rate', learning_rate)
+  tf.compat.v1.summary.image('images', images)  # the first 3, rescaled to 0-255
+  for name, x in activations.items():
+    tf.compat.v1.summary.histogram(name + '/activations', x)
+    tf.compat.v1.summary.scalar(name + '/sparsity', tf.math.zero_fraction(x))
+
+
 class _LoggerHook(tfmon.train.SessionRunHook):
   """The tutorial's logger: loss, examples/sec and sec/batch every N steps.
 
@@ -267,25 +299,26 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
     # Scaled so that the replicas' gradients, summed by the optimizer, are
     # those of the global batch's mean loss.
     with tf.GradientTape() as tape:
-      logits = model(images, training=True)
+      logits, activations = _logits_and_activations(model, images)
       cross_entropy = tf.nn.compute_average_loss(
           loss_fn(labels, logits), global_batch_size=batch_size)
       loss = cross_entropy + tf.nn.scale_regularization_loss(  # plus weight decay
           tf.add_n(model.losses))
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return cross_entropy, loss
+    return cross_entropy, loss, activations
 
   def train_op():
     images, labels = next(batches)
-    per_replica = strategy.run(replica_step, args=(images, labels))
+    cross_entropy, loss, activations = strategy.run(replica_step, args=(images, labels))
     cross_entropy, loss = (strategy.reduce('SUM', value, axis=None)
-                           for value in per_replica)
+                           for value in (cross_entropy, loss))
     global_step.assign_add(1)
-    tf.summary.scalar('cross_entropy', cross_entropy)
-    tf.summary.scalar('total_loss', loss)
-    tf.summary.image('images',
-                     strategy.experimental_local_results(images)[0][:3] / 8.0 + 0.5)
+    # In cross-replica context, on this worker's first replica's values: one
+    # set of summaries a step, whatever the number of replicas.
+    first_replica = lambda value: strategy.experimental_local_results(value)[0]
+    _summaries(cross_entropy, loss, optimizer.learning_rate, first_replica(images),
+               {name: first_replica(x) for name, x in activations.items()})
     return {'loss': loss}
 
   # Outside the strategy's scope, so that each worker evaluates on its own with
