@@ -12,11 +12,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 import tensorflow as tf
 
+from tests import event_files
 from tfmon.examples import launch
 
 _LAUNCH_PY = launch.__file__  # run as a script, it imports neither tfmon nor TF
@@ -188,42 +190,121 @@ def test_cifar10_refuses_bad_workers_flags_before_launching(tmp_path):
     assert 'Traceback' not in stderr and '[worker' not in stderr, stderr
 
 
-def _run_cifar10_workers(train_dir, max_steps):
-  result = subprocess.run(
-      [sys.executable, '-m', 'tfmon.examples.cifar10', '--workers', '2',
-       '--max_steps', str(max_steps), '--eval_every', '10', '--eval_examples', '64',
-       '--log_frequency', '10', '--batch_size', '32', '--train_dir', str(train_dir)],
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'),
-      capture_output=True, text=True, timeout=150)
-  log = result.stdout + result.stderr
-  if result.returncode and 'does not support yet' in log:
+class _Run:
+  """A run of the main job's command line: exit code, and each output line with
+  the seconds since start at which it came."""
+
+  def __init__(self, code, lines, seconds):
+    self.code = code
+    self.lines = lines  # [(seconds, line)], stdout and stderr interleaved
+    self.seconds = seconds  # at the launcher's exit
+    self.log = '\n'.join(line for _, line in lines)
+
+
+def _run_cifar10(args, env=None, interrupt_on=None, timeout_secs=150):
+  """Runs `python -m tfmon.examples.cifar10 args` in a process group of its own,
+  as a terminal runs a job; sends the group SIGINT (Ctrl-C) once every worker
+  has printed a line holding `interrupt_on`."""
+  env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL='2')  # errors show
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'tfmon.examples.cifar10', *map(str, args)], env=env,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+  start = time.monotonic()
+  lines = []
+  waiting = {f'[worker {i}] ' for i in range(2)}
+
+  def read(pipe):
+    for line in pipe:
+      lines.append((time.monotonic() - start, line.rstrip('\n')))
+      if interrupt_on and waiting and interrupt_on in line:
+        waiting.discard(line[:len('[worker 0] ')])
+        if not waiting:
+          os.killpg(process.pid, signal.SIGINT)
+
+  readers = [threading.Thread(target=read, args=(pipe,), daemon=True)
+             for pipe in (process.stdout, process.stderr)]
+  for reader in readers:
+    reader.start()
+  try:
+    code = process.wait(timeout=timeout_secs)
+  finally:
+    if process.poll() is None:
+      os.killpg(process.pid, signal.SIGKILL)
+      process.wait()
+  seconds = time.monotonic() - start
+  for reader in readers:
+    reader.join(5)
+  run = _Run(code, sorted(lines), seconds)
+  if code and 'does not support yet' in run.log:
     pytest.skip('tfmon refuses multi-worker strategies until the multi-worker '
                 'session core lands (MonitoredSession: "does not support yet").')
-  assert result.returncode == 0, log[-5000:]
+  return run
+
+
+def _assert_ended_cleanly(run, last_line, within_secs):
+  """No error from TensorFlow's coordination of the workers, TensorFlow's
+  lines once each, and the job gone `within_secs` after `last_line`."""
+  for error in ('StartAbort', 'have crashed', 'Failed to send RPC', 'Traceback'):
+    assert error not in run.log, run.log[-5000:]
+  for index in range(2):
+    strategy_lines = re.findall(
+        rf'\[worker {index}\] .*Using MirroredStrategy with devices', run.log)
+    assert len(strategy_lines) == 1, run.log[-5000:]
+  last = max(seconds for seconds, line in run.lines if last_line in line)
+  assert run.seconds - last < within_secs, run.log[-3000:]
+
+
+_SMALL = ['--eval_every', '10', '--eval_examples', '64', '--log_frequency', '10',
+          '--batch_size', '32']
+
+
+def test_trains_on_two_workers_in_their_own_directory_resumes_and_ends_cleanly(
+    tmp_path):
+  env = dict(os.environ, TMPDIR=str(tmp_path))  # where the default directories go
+  train_dir = tmp_path / 'cifar10_train_workers'  # not the single-process job's
+  run = _run_cifar10(['--workers', '2', '--max_steps', '20', *_SMALL], env)
+  assert run.code == 0, run.log[-5000:]
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-20')
+  assert not os.path.exists(tmp_path / 'cifar10_train')
   assert not glob.glob(os.path.join(train_dir, 'workertemp_*')), os.listdir(train_dir)
-  return log
+  for index in range(2):
+    assert re.search(rf'\[worker {index}\] .*Trained 20 steps \(global step 0 -> 20\)',
+                     run.log), run.log
+  evaluations = _evaluations(run.log, 20)  # same weights, each evaluating on its own
+  assert sorted(evaluations) == ['0', '1'] and len(set(evaluations.values())) == 1
+  assert event_files.scalars(event_files.events(train_dir / 'eval'), 'accuracy')[0] == [
+      10, 20]  # the chief's evaluation event files, flushed before it exited
+  _assert_ended_cleanly(run, 'Trained 20 steps', within_secs=3.0)
+
+  run = _run_cifar10(['--workers', '2', '--max_steps', '30', *_SMALL], env)
+  assert run.code == 0, run.log[-5000:]
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-30')
+  for index in range(2):
+    assert re.search(rf'\[worker {index}\] .*Resuming from global step 20 ',
+                     run.log), run.log
+    assert re.search(rf'\[worker {index}\] .*Trained 10 steps \(global step 20 -> 30\)',
+                     run.log), run.log
+  assert f'Restoring parameters from {train_dir}/model.ckpt-20' in run.log
+  _assert_ended_cleanly(run, 'Trained 10 steps', within_secs=3.0)
+
+
+def test_ctrl_c_stops_every_worker_at_the_same_step_and_ends_at_once(tmp_path):
+  run = _run_cifar10(['--workers', '2', '--max_steps', '100000', '--train_dir',
+                      tmp_path, *_SMALL], interrupt_on='step 10, loss')
+  assert run.code == 128 + signal.SIGINT, run.log[-5000:]
+  stopped = dict(re.findall(r'\[worker (\d)\] .*Stopped on SIGINT at global step (\d+)',
+                            run.log))
+  assert sorted(stopped) == ['0', '1'] and len(set(stopped.values())) == 1, run.log
+  assert tf.train.latest_checkpoint(tmp_path).endswith(f'model.ckpt-{stopped["0"]}')
+  _assert_ended_cleanly(run, 'Stopped on SIGINT', within_secs=3.0)
+  # The workers themselves, without the launcher's own exit.
+  last_stop = max(seconds for seconds, line in run.lines if 'Stopped on SIGINT' in line)
+  exited = [seconds for seconds, line in run.lines
+            if 'launch: worker 0 exited with 130, worker 1 exited with 130.' in line]
+  assert exited and exited[0] - last_stop < 1.0, run.log[-3000:]
 
 
 def _evaluations(log, step):
   """Each worker's logged evaluation results at `step`."""
   return dict(re.findall(rf'\[worker (\d)\] .*Saving dict for global step {step}: '
                          r'(.*)', log))
-
-
-def test_trains_on_two_workers_and_resumes_from_the_chief_s_checkpoint(tmp_path):
-  log = _run_cifar10_workers(tmp_path, max_steps=20)
-  assert tf.train.latest_checkpoint(tmp_path).endswith('model.ckpt-20')
-  for index in range(2):
-    assert re.search(rf'\[worker {index}\] .*Trained 20 steps \(global step 0 -> 20\)',
-                     log), log
-  evaluations = _evaluations(log, 20)  # same weights, each evaluating on its own
-  assert sorted(evaluations) == ['0', '1'] and len(set(evaluations.values())) == 1
-  assert os.path.isdir(tmp_path / 'eval')  # the chief's evaluation event files
-
-  log = _run_cifar10_workers(tmp_path, max_steps=30)
-  assert tf.train.latest_checkpoint(tmp_path).endswith('model.ckpt-30')
-  for index in range(2):
-    assert re.search(rf'\[worker {index}\] .*Resuming from global step 20 ', log), log
-    assert re.search(rf'\[worker {index}\] .*Trained 10 steps \(global step 20 -> 30\)',
-                     log), log
-  assert f'Restoring parameters from {tmp_path}/model.ckpt-20' in log

@@ -21,7 +21,10 @@ them (`tfmon.examples.launch`): each runs this module with the same flags minus
 training data, --batch_size stays the global batch (each worker takes
 batch_size / N per step), every worker evaluates on its own, and the chief,
 worker 0, writes the checkpoints and TensorBoard logs into --train_dir, from
-which a rerun resumes.
+which a rerun resumes. The default --train_dir is /tmp/cifar10_train in one
+process and /tmp/cifar10_train_workers for multi-worker training, so that
+neither job resumes the other's checkpoints. Once done, the workers exit
+together (`leave_cluster`).
 
 The flags are checked before this module imports TensorFlow; a bad one is
 answered with one line naming it and what to give.
@@ -33,6 +36,7 @@ answered with one line naming it and what to give.
 
 import math
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -50,9 +54,19 @@ from tfmon.examples import launch
 # takes seconds: `--help`, a bad flag and the process that only launches the
 # workers (--workers) need not wait for it (see the end of this block).
 
+
+def default_train_dir(multi_worker):
+  """--train_dir's default: one for single-process jobs, one for multi-worker ones."""
+  name = 'cifar10_train_workers' if multi_worker else 'cifar10_train'
+  return os.path.join(tempfile.gettempdir(), name)
+
+
 _TRAIN_DIR = flags.DEFINE_string(
-    'train_dir', os.path.join(tempfile.gettempdir(), 'cifar10_train'),
-    'Directory where to write event logs and checkpoints.')
+    'train_dir', None, 'Directory where to write event logs and checkpoints '
+    '(created if missing; a rerun resumes from it). Default: '
+    f'{default_train_dir(multi_worker=False)} in one process, '
+    f'{default_train_dir(multi_worker=True)} for multi-worker training, so that '
+    'neither job resumes the other\'s checkpoints.')
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', None, 'Directory with the CIFAR-10 files (binary or python '
     'format); default: Keras\' dataset cache, else synthetic data.')
@@ -76,7 +90,7 @@ _WORKERS = flags.DEFINE_integer(
     'started by tfmon.examples.launch); --batch_size is the global batch.',
     lower_bound=1)
 flags.register_validator(
-    'train_dir', lambda path: not os.path.exists(path) or os.path.isdir(path),
+    'train_dir', lambda path: not path or not os.path.exists(path) or os.path.isdir(path),
     message='--train_dir names a file: give a directory (created if missing).')
 flags.register_validator(
     'learning_rate', lambda rate: math.isfinite(rate) and rate > 0,
@@ -111,12 +125,14 @@ def _parse_flags(argv):
     sys.exit('cifar10: ' + ' '.join(str(e).split()))
 
 
-def _worker_command():
-  """The command line of a worker: this module with the flags given, minus --workers."""
-  given = []
+def _worker_command(train_dir):
+  """A worker's command line: this module with the flags given, minus --workers,
+  and `train_dir`, so that every worker trains in the same directory."""
+  given = [f'--train_dir={train_dir}']
   for name in flags.FLAGS:
     flag = flags.FLAGS[name]
-    if flag.present and name == flag.name and name != 'workers':  # not a short name
+    if (flag.present and name == flag.name  # not a short name
+        and name not in ('workers', 'train_dir')):
       given.append(flag.serialize())
   return [sys.executable, '-m', 'tfmon.examples.cifar10', *given]
 
@@ -125,7 +141,7 @@ def _launch_workers(argv):
   """This process only launches the workers, and exits with their exit code."""
   del argv
   logging.set_verbosity(logging.INFO)
-  command = _worker_command()
+  command = _worker_command(_TRAIN_DIR.value or default_train_dir(multi_worker=True))
   logging.info('Launching %d workers: %s', _WORKERS.value, ' '.join(command))
   return launch.launch(command, _WORKERS.value)
 
@@ -138,8 +154,11 @@ if __name__ == '__main__':
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import keras
 import tensorflow as tf
+# For the workers' barrier at exit (`leave_cluster`): tf.distribute has no public one.
+from tensorflow.python.eager import context as tf_context
 
 import tfmon
+from tfmon import workers as tfmon_workers
 from tfmon.examples import cifar10_input
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -368,16 +387,93 @@ def train(train_dir, data_dir=None, max_steps=500, batch_size=64, log_frequency=
   return summary
 
 
+# Workers stop after the same step and finish moments apart: far longer means
+# one of them failed.
+_EXIT_BARRIER_MS = 120_000
+_GONE_WAIT_SECS = 5.0
+
+
+def leave_cluster(strategy, code):
+  """Ends this worker's process with `code` at the same time as the others.
+
+  TensorFlow's coordination service, which the chief hosts, takes a worker
+  gone before the others for a crash and logs an error (`StartAbort
+  UNAVAILABLE ... The tasks have crashed`; `Failed to send RPC to coordination
+  service` in a worker whose chief went first), and Python's teardown of a
+  worker waits for seconds (up to a minute seen) on tf.data and RPC threads.
+  So the workers meet at a barrier once done and exit at once, skipping that
+  teardown (what they wrote is on disk: the session's end flushed it), the
+  chief last, once the others' servers are gone, so that no heartbeat of
+  theirs finds it gone.
+
+  Args:
+    strategy: This worker's MultiWorkerMirroredStrategy.
+    code: The exit code, or a message to print and exit with 1.
+  """
+  try:
+    tf_context.context().wait_at_barrier('tfmon.examples.cifar10 exit', _EXIT_BARRIER_MS)
+  except tf.errors.OpError as e:  # the launcher handles a failed worker
+    logging.warning('Not every worker finished (%s); exiting anyway.',
+                    ' '.join(str(e).split()))
+  if tfmon_workers.is_chief(strategy):
+    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+    mine = cluster[strategy.cluster_resolver.task_type][strategy.cluster_resolver.task_id]
+    _wait_until_gone([address for tasks in cluster.values() for address in tasks
+                      if address != mine])
+  if isinstance(code, str):
+    print(code, file=sys.stderr)
+    code = 1
+  logging.flush()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code or 0)
+
+
+def _wait_until_gone(addresses):
+  """Waits (a few seconds at most) until no server listens at `addresses`."""
+  deadline = time.monotonic() + _GONE_WAIT_SECS
+  for address in addresses:
+    host, port = address.rsplit(':', 1)
+    while time.monotonic() < deadline:
+      try:
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+      except OSError:  # refused: that worker's process has exited
+        break
+      time.sleep(0.02)
+
+
+def _log_tensorflow_lines_once():
+  """Leaves TensorFlow's log lines to the root logger's handler, absl's.
+
+  TensorFlow gave its logger a handler of its own when it loaded, the root
+  logger having none then; absl.app has put one on the root since, so each line
+  TensorFlow logs itself (the strategy's) would print twice.
+  """
+  tf_logger = tf.get_logger()
+  for handler in tf_logger.handlers[:]:
+    tf_logger.removeHandler(handler)
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.INFO)
+  _log_tensorflow_lines_once()
   strategy = multi_worker_strategy()  # before any other TensorFlow work
+  train_dir = _TRAIN_DIR.value or default_train_dir(multi_worker=strategy is not None)
+  code = 0
   try:
-    train(_TRAIN_DIR.value, _DATA_DIR.value, _MAX_STEPS.value, _BATCH_SIZE.value,
+    train(train_dir, _DATA_DIR.value, _MAX_STEPS.value, _BATCH_SIZE.value,
           _LOG_FREQUENCY.value, _EVAL_EVERY.value, _EVAL_EXAMPLES.value,
           _LEARNING_RATE.value, strategy)
   except cifar10_input.DataError as e:  # found before training: the user's to fix
-    sys.exit(f'cifar10: {e}')  # one line, no traceback
+    code = f'cifar10: {e}'  # one line, no traceback
+  except SystemExit as e:  # a stop signal: every worker stopped after the same step
+    if strategy is None:
+      raise
+    code = e.code
+  if strategy is not None:
+    leave_cluster(strategy, code)
+  sys.exit(code)
 
 
 if __name__ == '__main__':
