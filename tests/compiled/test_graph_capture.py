@@ -1,6 +1,9 @@
 """The TensorFlow internals the graph capture stands on: each fails loudly here
 if a TensorFlow upgrade removes it (they are used only in graph_capture.py)."""
 
+import importlib
+import sys
+
 import tensorflow as tf
 from tensorflow.python.eager import wrap_function
 from tensorflow.python.framework import func_graph
@@ -14,9 +17,21 @@ def test_wrap_functions_variable_holder_and_prune_exist():
   assert issubclass(tfmon.Graph, func_graph.FuncGraph)
 
 
-def test_tensor_equality_and_the_v1_layers_loader_flags_exist():
+def test_tensor_equality_flag_and_tf_keras_modules_exist():
   assert isinstance(getattr(tf.Tensor, '_USE_EQUALITY'), bool)
-  assert isinstance(getattr(tf.compat.v1.layers, '_tfll_initialized'), bool)
+  assert 'tensorflow._api.v2.compat.v1' in sys.modules  # where tf.compat.v1.layers lives
+  try:
+    import tf_keras  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return
+  layers = importlib.import_module('tf_keras.api._v1.keras.__internal__.legacy.layers')
+  assert callable(layers.dense)
+  utils = importlib.import_module('tf_keras.src.engine.base_layer_utils')
+  assert hasattr(utils.call_context(), 'in_call')
+
+
+def test_func_graph_op_creation_hook_exists():
+  assert callable(getattr(func_graph.FuncGraph, '_create_op_internal'))
 
 
 def test_graph_tensors_are_hashable_inside_the_graph_only():

@@ -335,3 +335,37 @@ def test_step_functions_and_the_captured_graph_mix_in_one_session():
                          r'captured graph .* in one call'):
         sess.run([count, loss], feed_dict={'step': np.int64(1)})
       assert sess.run(global_step) == 1
+
+
+def test_v1_batch_norm_updates_run_through_update_ops_with_tf_keras():
+  pytest.importorskip('tf_keras')
+  with tfmon.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+    normalized = tf.compat.v1.layers.batch_normalization(
+        tf.compat.v1.layers.dense(x, 8), training=True)
+    loss = tf.reduce_mean(tf.square(normalized))
+    update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
+    assert len(update_ops) == 2  # the moving mean's and variance's, as in TF1
+    with tf.control_dependencies(update_ops):
+      train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(
+          loss, global_step=global_step)
+    moving_mean = next(v for v in tf.compat.v1.global_variables()
+                       if 'moving_mean' in v.name)
+    with tfmon.train.MonitoredSession() as sess:
+      sess.run(train_op, feed_dict={x: np.random.default_rng(0).normal(size=(4, 4))})
+      assert np.all(sess.run(moving_mean) != 0)
+
+
+def test_local_variables_initializer_resets_v1_metrics():
+  with tfmon.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [], name='x')
+    mean, update = tf.compat.v1.metrics.mean(x)
+    reset = tf.compat.v1.local_variables_initializer()
+    with tfmon.train.MonitoredSession() as sess:
+      for value in (1.0, 3.0):
+        sess.run(update, feed_dict={x: value})
+      assert sess.run(mean) == 2.0
+      sess.run(reset)
+      sess.run(update, feed_dict={x: 5.0})
+      assert sess.run(mean) == 5.0

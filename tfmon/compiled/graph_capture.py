@@ -17,7 +17,9 @@ What the capture promises:
 """
 
 import contextlib
+import importlib
 import os
+import sys
 import threading
 import warnings
 
@@ -67,6 +69,16 @@ class Graph(func_graph.FuncGraph):
     finally:
       self._entered -= 1
 
+  def _create_op_internal(self, op_type, *args, **kwargs):  # pylint: disable=arguments-differ
+    op = super()._create_op_internal(op_type, *args, **kwargs)
+    if op_type in _VARIABLE_UPDATES and _in_tf_keras_layer_call():
+      # TF2's Keras layers run their updates (batch norm's moving statistics)
+      # where they make them, counting on a function's automatic control
+      # dependencies; TF1 code runs them through UPDATE_OPS, as TF1's layers
+      # collected them there.
+      self.add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, op)
+    return op
+
   def graph_mode(self):
     """Graph mode on this graph, as `as_default()`; when the graph is the
     default already (a running session's, under `init_scope`), only graph
@@ -87,18 +99,28 @@ class Graph(func_graph.FuncGraph):
     """
     if getattr(_running, 'graph', None) is self and tf.executing_eagerly():
       return next_creator(**kwargs)
-    with self.as_default():  # also under init_scope (a v1 optimizer's slots)
+    in_graph_code = not tf.executing_eagerly()
+    # Under init_scope (a v1 optimizer's slots) the graph is entered again;
+    # in graph code, not: entering resets the name scope.
+    with contextlib.nullcontext() if in_graph_code else self.as_default():
       # The name TF1 gave the variable's op: its scope's, taken once here, so
       # the captured handle's op is named exactly so ('global_step', not
       # 'global_step_1': TF1 hooks build names and tags from it).
       with tf.compat.v1.name_scope(kwargs.get('name'), 'Variable') as scope:
         kwargs['name'] = scope
+    local = tf.compat.v1.GraphKeys.LOCAL_VARIABLES in (kwargs.get('collections') or ())
     variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
-      with self.as_default():
+      initial = None
+      if local:  # v1 metrics' totals: local_variables_initializer() resets them
+        with tf.init_scope():
+          initial = tf.identity(variable.read_value())
+      with contextlib.nullcontext() if in_graph_code else self.as_default():
         handle = self.capture(variable.handle, name=scope)
       variable.__class__ = _graph_variable_class(type(variable))
       variable._tfmon_graph_handle = handle  # pylint: disable=protected-access
+      variable._tfmon_initial_value = initial  # pylint: disable=protected-access
+      variable._tfmon_initializer = None  # pylint: disable=protected-access
     return variable
 
   def finalize(self):
@@ -164,6 +186,15 @@ def capture_graph(build):
     return graph, build()
 
 
+_VARIABLE_UPDATES = ('AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp')
+
+
+def _in_tf_keras_layer_call():
+  """Whether a tf_keras layer (the v1 layers' base) is inside its `call`."""
+  utils = sys.modules.get('tf_keras.src.engine.base_layer_utils')
+  return utils is not None and utils.call_context().in_call
+
+
 # Resource ops whose kernels refuse a shared name.
 _REFUSING_SHARED_NAMES = ('OneShotIterator',)
 
@@ -195,6 +226,19 @@ class _GraphVariable:
     # variable keeps no initial value; it is always initialized, so the value
     # is never read.
     return tf.zeros(self.shape, self.dtype) if value is None else tf.identity(value)
+
+  @property
+  def initializer(self):
+    """An op that re-initializes a local variable (a v1 metric's total), as TF1's
+    `local_variables_initializer()` did; a global variable is initialized when
+    made (eagerly), and its initializer does nothing."""
+    if self._tfmon_initializer is None:
+      with self._tfmon_graph_handle.graph.as_default():
+        initial = self._tfmon_initial_value
+        self._tfmon_initializer = (
+            tf.no_op() if initial is None else
+            self.assign(initial, read_value=False))
+    return self._tfmon_initializer
 
   def to_proto(self, export_scope=None):
     """A VariableDef naming the captured handle: what TF1's Saver writes into
@@ -259,21 +303,18 @@ def _route_v1_layers_to_tf_keras():
 
   With Keras 3, TensorFlow routes `tf.compat.v1.layers` to Keras 3, which has no
   v1 layers ("`dense` is not available with Keras 3") unless TF_USE_LEGACY_KERAS
-  was set when the module was first used. It is set for that first use only, so
-  `tf.keras` stays what the program chose.
+  was set before the module was first used, which would also route `tf.keras`.
+  So only `tf.compat.v1.layers` is pointed at tf_keras' module, where TensorFlow
+  keeps it (the module and the wrapper around it that `tf.compat.v1` is).
   """
   if _layers_routed or os.environ.get('TF_USE_LEGACY_KERAS') is not None:
     return
   _layers_routed.append(True)
   try:
-    import tf_keras  # pylint: disable=g-import-not-at-top,unused-import
+    legacy_layers = importlib.import_module(
+        'tf_keras.api._v1.keras.__internal__.legacy.layers')
   except ImportError:
     return
-  layers = tf.compat.v1.layers
-  if getattr(layers, '_tfll_initialized', True):
-    return  # already resolved: TF_USE_LEGACY_KERAS decided
-  os.environ['TF_USE_LEGACY_KERAS'] = '1'
-  try:
-    getattr(layers, 'dense')  # resolves the loader, reading the variable
-  finally:
-    del os.environ['TF_USE_LEGACY_KERAS']
+  for module in (tf.compat.v1, sys.modules.get('tensorflow._api.v2.compat.v1')):
+    if module is not None:
+      setattr(module, 'layers', legacy_layers)
