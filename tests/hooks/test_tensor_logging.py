@@ -32,10 +32,12 @@ def _run(hooks, runs, step=None):
 
 
 def _logged(caplog):
-  """The INFO lines logged on TensorFlow's logger, as (text, has the elapsed-secs suffix)."""
+  """The INFO lines the hook logged on TensorFlow's logger (not the session's
+  creation lines), as (text, has the elapsed-secs suffix)."""
   lines = []
   for record in caplog.records:
-    if record.name == 'tensorflow' and record.levelno == logging.INFO:
+    if (record.name == 'tensorflow' and record.levelno == logging.INFO and
+        record.filename == 'tensor_logging.py'):
       message = record.getMessage()
       match = _ELAPSED.match(message)
       lines.append((match.group(1), True) if match else (message, False))
