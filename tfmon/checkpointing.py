@@ -36,7 +36,8 @@ _ONLY_GLOBAL_STEP_WARNING = (
 
 def check_checkpoint_arg(value, arg_name='checkpoint'):
   """Raises TypeError unless `value` is something `as_checkpoint` takes."""
-  if value is None or isinstance(value, (tf.train.Checkpoint, tf.train.CheckpointManager)):
+  if value is None or isinstance(value, (tf.train.Checkpoint, tf.train.CheckpointManager,
+                                         tf.compat.v1.train.Saver)):
     return
   if isinstance(value, dict):
     for key, trackable in value.items():
@@ -47,8 +48,9 @@ def check_checkpoint_arg(value, arg_name='checkpoint'):
     return
   raise TypeError(
       f'{arg_name}={value!r} of type {type(value).__name__} cannot be '
-      'checkpointed: pass a tf.train.Checkpoint, a tf.train.CheckpointManager or '
-      "a dict of trackables such as {'model': model, 'optimizer': optimizer}.")
+      'checkpointed: pass a tf.train.Checkpoint, a tf.train.CheckpointManager, '
+      "a dict of trackables such as {'model': model, 'optimizer': optimizer}, or "
+      '(in a tfmon.Graph) a tf.compat.v1.train.Saver.')
 
 
 def _check_trackables(value, path):
@@ -103,6 +105,9 @@ def as_checkpoint(value, arg_name='checkpoint'):
     checkpoint = value.checkpoint
   elif isinstance(value, tf.train.Checkpoint):
     checkpoint = value
+  elif isinstance(value, tf.compat.v1.train.Saver):
+    # A TF1 Saver built in a captured graph: its variables, by their TF1 names.
+    checkpoint = _TracedWriteCheckpoint(variables=_saver_variables(value))
   elif 'root' in (value or {}):
     checkpoint = tf.train.Checkpoint(**value)  # saves root's graph, not its own
   else:
@@ -117,6 +122,16 @@ def as_checkpoint(value, arg_name='checkpoint'):
   elif not value:
     logging.warning(_ONLY_GLOBAL_STEP_WARNING)
   return checkpoint, manager
+
+
+def _saver_variables(saver):
+  """`{TF1 name: variable}` of what a `tf.compat.v1.train.Saver` saves."""
+  var_list = getattr(saver, '_var_list', None)  # the Saver's own argument
+  if var_list is None:
+    var_list = tf.compat.v1.global_variables()
+  if isinstance(var_list, dict):
+    return dict(var_list)
+  return {_variable_name(v): v for v in var_list}
 
 
 def _variables_of(checkpoint):

@@ -369,3 +369,46 @@ def test_local_variables_initializer_resets_v1_metrics():
       sess.run(reset)
       sess.run(update, feed_dict={x: 5.0})
       assert sess.run(mean) == 5.0
+
+
+class _EveryOtherLogger(tf.compat.v1.train.LoggingTensorHook):
+  """A subclass of TF's hook, as public code writes them: it overrides a
+  method and reads the base class's private state."""
+
+  def __init__(self, tensors):
+    super().__init__(tensors, every_n_iter=2)
+    self.logged_at = []
+
+  def after_run(self, run_context, run_values):
+    if self._should_trigger:
+      self.logged_at.append(self._iter_count)
+    super().after_run(run_context, run_values)
+
+
+def test_subclasses_of_tfs_hooks_run_as_in_tf1():
+  with tfmon.Graph().as_default():
+    _, x, y, _, loss, _, train_op = _tf1_model()
+    logger = _EveryOtherLogger({'loss': loss})
+    xb, yb = _batch()
+    with tfmon.train.MonitoredSession(
+        hooks=[logger, tf.compat.v1.train.StopAtStepHook(num_steps=5)]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict={x: xb, y: yb})
+  assert logger.logged_at == [0, 2, 4]
+
+
+def test_a_scaffold_saver_built_in_the_graph_is_honoured(tmp_path):
+  with tfmon.Graph().as_default():
+    global_step, x, y, weights, _, _, train_op = _tf1_model()
+    saver = tf.compat.v1.train.Saver([weights, global_step])  # not the slots
+    xb, yb = _batch()
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), scaffold=tfmon.train.Scaffold(saver=saver),
+        save_summaries_steps=None, log_step_count_steps=None,
+        hooks=[tfmon.train.StopAtStepHook(last_step=2)]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict={x: xb, y: yb})
+  names = {k.split('/.ATTRIBUTES')[0] for k, _ in
+           tf.train.list_variables(str(tmp_path / 'model.ckpt-2'))}
+  assert {'variables/dense.Skernel', 'global_step'} <= names
+  assert not any('Momentum' in name for name in names)

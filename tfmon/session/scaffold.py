@@ -34,7 +34,8 @@ class Scaffold:
     local_init_op: Fetches run on every creation.
     summary_op: A callable, or a list of callables, whose `tf.summary` calls
       SummarySaverHook records on its trigger steps, besides the steps' own.
-    saver: Alias of `checkpoint`, for v1 code.
+    saver: Alias of `checkpoint`, for v1 code; in a `tfmon.Graph` also a
+      `tf.compat.v1.train.Saver`, whose variables are saved under their TF1 names.
     copy_from_scaffold: A Scaffold whose pieces fill those not given here.
     local_init_feed_dict: Feeds for `local_init_op`.
     local_init_fn: Called as `local_init_fn(scaffold, session)` on every creation.
