@@ -347,16 +347,16 @@ def _run_subclass(hook, tf_class):
   if tf_class is _V1.StepCounterHook:
     _summary_writer(hook._summary_writer, 'it has')  # pylint: disable=protected-access
   cls = type(hook)
-  eager_class = _eager_classes.get(cls)
-  if eager_class is None:
-    try:
-      eager_class = type(cls.__name__, (cls, eager_base),
-                         {'__module__': cls.__module__, '__qualname__': cls.__qualname__})
-    except TypeError as e:  # an MRO or layout conflict
-      raise _Refused(f'its class cannot take tfmon\'s eager {tf_class.__name__} '
-                     f'as a base ({e})') from None
-    _eager_classes[cls] = eager_class
-  hook.__class__ = eager_class
+  try:
+    eager_class = _eager_classes.get(cls)
+    if eager_class is None:
+      eager_class = _eager_classes[cls] = type(
+          cls.__name__, (cls, eager_base),
+          {'__module__': cls.__module__, '__qualname__': cls.__qualname__})
+    hook.__class__ = eager_class
+  except TypeError as e:  # an MRO or object layout conflict (__slots__)
+    raise _Refused(f'its class cannot take tfmon\'s eager {tf_class.__name__} '
+                   f'as a base ({e})') from None
   logging.info('Running %s, a subclass of tf.compat.v1.train.%s, as it is, its '
                'begin() made eager.', cls.__qualname__, tf_class.__name__)
   return hook
