@@ -1,7 +1,8 @@
 """Multi-worker training on local processes: the launcher, and the main job on it.
 
 The launcher's tests run tiny Python workers (no TensorFlow), so they take
-seconds; the end-to-end test trains the CIFAR-10 job on 2 workers twice.
+seconds; the end-to-end tests train the CIFAR-10 job on 2 workers, twice (a
+run and its resumption), and once until Ctrl-C stops it.
 """
 
 import glob
