@@ -194,8 +194,8 @@ def test_bad_fetches_and_feeds_name_the_value_and_the_fix():
 def test_what_a_captured_graph_cannot_run_is_refused_at_creation_with_the_fix():
   with tfmon.Graph().as_default():
     _tf1_model()
-    with pytest.raises(ValueError, match='steps_per_loop=4 with a captured TF1 graph'):
-      tfmon.train.MonitoredSession(steps_per_loop=4)
+    with pytest.raises(ValueError, match=r'strategy=.* with a captured TF1 graph'):
+      tfmon.train.MonitoredSession(strategy=tf.distribute.OneDeviceStrategy('/cpu:0'))
     # What tf.compat.v1.train.string_input_producer and the like register.
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS,
                                    types.SimpleNamespace(name='input_producer'))
@@ -412,3 +412,29 @@ def test_a_scaffold_saver_built_in_the_graph_is_honoured(tmp_path):
            tf.train.list_variables(str(tmp_path / 'model.ckpt-2'))}
   assert {'variables/dense.Skernel', 'global_step'} <= names
   assert not any('Momentum' in name for name in names)
+
+
+def test_steps_per_loop_fuses_a_captured_train_op(caplog):
+  caplog.set_level(logging.INFO)
+  with tfmon.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    element = tf.compat.v1.data.make_one_shot_iterator(
+        tf.data.Dataset.range(1000)).get_next()
+    total = tf.compat.v1.get_variable('total', [], tf.int64,
+                                      initializer=tf.compat.v1.zeros_initializer())
+    with tf.control_dependencies([tf.compat.v1.assign_add(total, element)]):
+      train_op = tf.compat.v1.assign_add(global_step, 1).op
+    final = tfmon.train.FinalOpsHook(total)
+    hooks = [tfmon.train.StopAtStepHook(last_step=25), final,
+             tfmon.train.LoggingTensorHook({'element': element}, every_n_iter=10)]
+    runs = 0
+    with tfmon.train.MonitoredSession(hooks=hooks, steps_per_loop=10) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+        runs += 1
+  assert final.final_ops_values == sum(range(25))  # each step read the next element once
+  assert int(global_step.numpy()) == 25
+  assert runs <= 5  # 25 steps, the logger due at 0, 10 and 20
+  logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith('element = ')]
+  assert [line.split(' (')[0] for line in logged] == ['element = 0', 'element = 10',
+                                                     'element = 20']

@@ -95,6 +95,8 @@ class GraphCall:
     self._keep = []      # what must live as long as those handles
     self._ops = {id(op): op for op in graph.get_operations()}
     self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
+    self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
+    self._stop = None  # a bool variable: a fused loop ends when it is true
     self.functions_built = 0
 
   def seed(self, tensors):
@@ -141,6 +143,87 @@ class GraphCall:
       else:
         results.append(None)
     return compiled_call._pack(fetches, results)  # pylint: disable=protected-access
+
+  def owns(self, leaf):
+    """Whether `leaf` is an element of this graph (or a name in it)."""
+    if isinstance(leaf, (tf.Tensor, tf.Operation)):
+      return getattr(leaf, 'graph', None) is self.graph
+    return isinstance(leaf, str) and self._element(leaf, must=False) is not None
+
+  def can_fuse(self, leaves):
+    """Whether these flat leaves (a run's own fetches) fetch this graph's elements."""
+    return any(isinstance(leaf, (tf.Tensor, tf.Operation, str)) and self.owns(leaf)
+               for leaf in leaves)
+
+  def request_stop_at_step_boundary(self):
+    """Ends a fused run in progress after its current step (thread-safe)."""
+    with tf.init_scope():
+      self._stop_flag().assign(True)
+
+  def _stop_flag(self):
+    if self._stop is None:
+      with tf.init_scope():
+        self._stop = tf.Variable(False, trainable=False, name='tfmon_graph_stop_flag')
+    return self._stop
+
+  def run_fused(self, fetches, loop_leaves, max_steps, target_global_step, global_step):
+    """Runs up to `max_steps` steps of the first `loop_leaves` flat fetches,
+    stopping before the global step reaches `target_global_step`, and returns
+    `(results, global_step_after, steps_run)`.
+
+    All but the last step run in one loop of the function pruned for the
+    loop's own fetches; the last is an ordinary run of every fetch, hooks'
+    included, so what the hooks fetch is what that step computed.
+    """
+    flat = tf.nest.flatten(fetches)
+    steps_run = 0
+    if max_steps > 1:
+      loop = self._loop_for(tuple(_leaf_key(leaf) for leaf in flat[:loop_leaves]),
+                            flat[:loop_leaves], global_step)
+      if loop is not None:
+        steps_run = int(loop(tf.constant(max_steps - 1, tf.int32),
+                             tf.constant(target_global_step, tf.int64),
+                             *[handle for _, handle in self._iterators]))
+    results = self.run(fetches)
+    return results, int(global_step.numpy()), steps_run + 1
+
+  def _loop_for(self, key, leaves, global_step):
+    """A tf.function looping over the steps of a run of `leaves`, made once."""
+    loop = self._loops.get(key)
+    if loop is not None or key in self._loops:
+      return loop
+    plan = self._plan(leaves, None)
+    if plan is STEP_FUNCTIONS or plan.kinds.count(_VARIABLE) or not (
+        plan.tensors or plan.operations):
+      self._loops[key] = None
+      return None
+    if self._iterators is None:
+      self._iterators = self._make_one_shot_iterators()
+    step = self.graph.wrapped_function().prune(
+        [t for t, _ in self._iterators], plan.tensors + plan.operations)
+    self._keep.append(step)
+    stop = self._stop_flag()
+    read_step = lambda: tf.cast(global_step.read_value(), tf.int64)
+
+    def fused(count, target, *handles):
+      def condition(i):
+        # Stop a step short of the target: the last step is the full run.
+        return tf.logical_and(tf.logical_and(i < count, read_step() + 1 < target),
+                              tf.logical_not(stop.read_value()))
+
+      def body(i):
+        step._call_flat(list(handles), step.captured_inputs)  # pylint: disable=protected-access
+        return i + 1  # automatic control dependencies run the call first
+
+      return tf.while_loop(condition, body, [tf.constant(0)], parallel_iterations=1)[0]
+
+    specs = [tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)] + [
+        tf.TensorSpec([], tf.resource) for _ in self._iterators]
+    with tf.init_scope():
+      loop = tf.function(fused, autograph=False).get_concrete_function(*specs)
+    self.functions_built += 1
+    self._loops[key] = loop
+    return loop
 
   def _plan(self, flat, feed_dict):
     steps = [leaf for leaf in flat

@@ -75,7 +75,7 @@ def tensors_held_by(hooks):
   return tensors
 
 
-def refuse_unsupported(graph, strategy, jit_compile, steps_per_loop):
+def refuse_unsupported(graph, strategy, jit_compile):
   """Raises ValueError, with the fix, for what a captured graph cannot run yet."""
   if strategy is not None:
     raise ValueError(
@@ -86,10 +86,6 @@ def refuse_unsupported(graph, strategy, jit_compile, steps_per_loop):
     raise ValueError(
         f'jit_compile={jit_compile!r} with a captured TF1 graph is not supported: '
         'leave it unset, or build the model as a step function.')
-  if steps_per_loop != 1:
-    raise ValueError(
-        f'steps_per_loop={steps_per_loop!r} with a captured TF1 graph is not '
-        'supported yet: leave it 1, or build the model as a step function.')
   queue_runners = graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
   if queue_runners:
     raise ValueError(

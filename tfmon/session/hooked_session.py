@@ -4,7 +4,6 @@ from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import training_util
-from tfmon.compiled import fetch_plan
 from tfmon.hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
 from tfmon.profiling import Traces, discard_unfinished_trace
 from tfmon.session import raw_session
@@ -88,7 +87,7 @@ class HookedSession(WrappedSession):
       # could go through the fused loop.
       if (schedule.fuses and not feed_dict) or self._agreement is not None:
         caller_leaves = tf.nest.flatten(fetches)
-        fusible = _has_step_function(caller_leaves)
+        fusible = self._sess.can_fuse(caller_leaves)
       if self._sess.calls_run != self._calls_seen:
         schedule.value = None  # plan() reads it anew
       steps, hooks = schedule.plan(fusible and not feed_dict)
@@ -219,12 +218,6 @@ def checked_run_args(hook, request):
         f'{type(hook).__name__}.before_run returned {request!r}; it must return '
         'a SessionRunArgs or None.')
   return request
-
-
-def _has_step_function(leaves):
-  """Whether flat fetch `leaves` run a step function: only then can a run fuse steps."""
-  return any(fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)
-             for leaf in leaves)
 
 
 def _raise_if_feeds_intersect(feeds1, feeds2, message):

@@ -160,7 +160,7 @@ class _MonitoredSession:
           'devices, and XLA cannot compile across devices. Leave jit_compile unset '
           'under a strategy with more than one replica.')
     if self._graph is not None:
-      graph_mode.refuse_unsupported(self._graph, strategy, jit_compile, steps_per_loop)
+      graph_mode.refuse_unsupported(self._graph, strategy, jit_compile)
     self._strategy = strategy
     self._multi_worker = strategy is not None and workers.count(strategy) > 1
     if self._multi_worker and should_recover:

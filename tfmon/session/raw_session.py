@@ -109,6 +109,16 @@ class RawSession(graph_capture.SessionInterface):
     """Makes a fused run in progress end after its current step, and later ones
     after their first: what a graceful stop on a signal needs. Thread-safe."""
     self._compiler.request_stop_at_step_boundary()
+    if self._graph_call is not None:
+      self._graph_call.request_stop_at_step_boundary()
+
+  def can_fuse(self, leaves):
+    """Whether a run of these flat fetch leaves can go through a fused loop: it
+    runs a step function, or (on a captured graph) graph elements."""
+    if self._graph_call is not None and self._graph_call.can_fuse(leaves):
+      return True
+    return any(fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)
+               for leaf in leaves)
 
   @property
   def stop_requested(self):
@@ -171,6 +181,10 @@ class RawSession(graph_capture.SessionInterface):
     """Runs up to `max_steps` steps in one compiled call (see CallCompiler.run_fused)."""
     self._check_open()
     self.calls_run += 1
+    if self._graph_call is not None and self._graph_call.can_fuse(
+        tf.nest.flatten(fetches)[:loop_leaves]):
+      return self._graph_call.run_fused(fetches, loop_leaves, max_steps,
+                                        target_global_step, global_step)
     if self.agreement is not None:
       self._last_fused = (fetches, loop_leaves, max_steps, target_global_step,
                           global_step, feed_dict)
