@@ -1,8 +1,27 @@
-"""tfmon: TensorFlow 1's MonitoredSession and hooks for eager TensorFlow 2."""
+"""tfmon: TensorFlow 1's MonitoredSession and hooks for eager TensorFlow 2.
 
-from tfmon import train
-from tfmon.train import *  # pylint: disable=wildcard-import
+The names of `tfmon.train` (and `tfmon.train`, `tfmon.keras` themselves) are
+loaded on first use, so that `import tfmon` (and `python -m tfmon.examples...`,
+which imports this package first) does not load TensorFlow before a program has
+checked its flags: `--help` answers in a fraction of a second.
+"""
 
-from tfmon import keras  # tfmon.keras.HookCallback: hooks inside Keras Model.fit
+import importlib
 
 __version__ = '0.1.0'
+
+
+def __getattr__(name):
+  if name in ('train', 'keras'):
+    return importlib.import_module(f'tfmon.{name}')
+  train = importlib.import_module('tfmon.train')
+  if name == '__all__':
+    return list(train.__all__)
+  if name in train.__all__:
+    return getattr(train, name)
+  raise AttributeError(f"module 'tfmon' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | {'train', 'keras'} |
+                set(importlib.import_module('tfmon.train').__all__))

@@ -235,7 +235,8 @@ def test_help_and_bad_flags_answer_before_tensorflow_loads(tmp_path):
     start = time.monotonic()
     result = subprocess.run([sys.executable, '-c', script, flag], capture_output=True,
                             text=True, timeout=60)
-    assert time.monotonic() - start < 3.0, flag
+    # Not TensorFlow's 2-3 s import (checked below); the bound allows a loaded box.
+    assert time.monotonic() - start < 10.0, flag
     assert result.stdout.splitlines()[-1] == 'loaded: []', (flag, result.stdout)
     if expected is None:
       assert '--max_steps: The global step to stop at' in result.stdout
@@ -245,10 +246,6 @@ def test_help_and_bad_flags_answer_before_tensorflow_loads(tmp_path):
       assert expected in result.stderr, result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason='tfmon/__init__.py imports TensorFlow (via '
-                   'tfmon.train) when `python -m tfmon.examples.cifar10` imports the '
-                   'package, before the example runs: it needs to load its names '
-                   'lazily (a core change, issue 30 item 10).')
 def test_python_m_answers_a_bad_flag_without_importing_tensorflow():
   result = subprocess.run(
       [sys.executable, '-X', 'importtime', '-m', 'tfmon.examples.cifar10',
