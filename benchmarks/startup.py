@@ -54,7 +54,7 @@ import time
 
 MILESTONES = (10, 100, 300)
 VARIANTS = {'resnet50': ('tfmon', 'keras', 'tf1', 'tfmon-tfk'),
-            'cifar10': ('tfmon', 'tf1')}
+            'cifar10': ('tfmon', 'tf1', 'tfmon-graph')}
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -368,8 +368,10 @@ def _Tf1Milestones(v1):  # pylint: disable=invalid-name
   return Milestones()
 
 
-def _cifar10(directory, graph_mode):
-  """The CIFAR-10 tutorial's cifar10_train.py, in graph mode or ported to tfmon."""
+def _cifar10(directory, variant):
+  """The CIFAR-10 tutorial's cifar10_train.py: in TF1 graph mode ('tf1'), its
+  graph code unchanged under tfmon.Graph ('tfmon-graph'), or ported to a step
+  function ('tfmon')."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   v1 = tf.compat.v1
@@ -400,9 +402,16 @@ def _cifar10(directory, graph_mode):
   # Both run the tutorial's own summary calls, v1's (SPEC section 7): TF2's
   # tf.summary.histogram buckets with a float64 one_hot of the whole tensor
   # (conv1's 4.7M activations: a 1.1 GB tensor, ~1 s a recording step).
-  if graph_mode:
+  if variant == 'tf1':
     v1.disable_eager_execution()
     train = v1.train
+    loss, fetch = cifar_tutorial_graph(tf, np, v1.summary)
+    kwargs = {}
+  elif variant == 'tfmon-graph':
+    import tfmon  # pylint: disable=g-import-not-at-top
+    train = tfmon.train
+    graph = tfmon.Graph()
+    graph.as_default().__enter__()  # the whole worker is the with block
     loss, fetch = cifar_tutorial_graph(tf, np, v1.summary)
     kwargs = {}
   else:
@@ -412,8 +421,10 @@ def _cifar10(directory, graph_mode):
                                       train.get_or_create_global_step())
     loss, fetch = 'loss', tfmon.train.op(step)
     kwargs = {'checkpoint': {'variables': model.variables}}
-  hooks = [train.StopAtStepHook(last_step=MILESTONES[-1]),
-           train.NanTensorHook(loss), LoggerHook(loss)]
+  # TF's own hooks in both graph variants, as the TF1 script has them.
+  hook_module = train if variant == 'tfmon' else v1.train
+  hooks = [hook_module.StopAtStepHook(last_step=MILESTONES[-1]),
+           hook_module.NanTensorHook(loss), LoggerHook(loss)]
   with train.MonitoredTrainingSession(checkpoint_dir=directory, hooks=hooks,
                                       **kwargs) as sess:
     while not sess.should_stop():
@@ -425,8 +436,9 @@ _WORKERS = {
     ('resnet50', 'tfmon-tfk'): lambda d: _tfmon_resnet(d, tf1_model=True),
     ('resnet50', 'keras'): _keras_resnet,
     ('resnet50', 'tf1'): _tf1_resnet,
-    ('cifar10', 'tfmon'): lambda d: _cifar10(d, graph_mode=False),
-    ('cifar10', 'tf1'): lambda d: _cifar10(d, graph_mode=True),
+    ('cifar10', 'tfmon'): lambda d: _cifar10(d, 'tfmon'),
+    ('cifar10', 'tf1'): lambda d: _cifar10(d, 'tf1'),
+    ('cifar10', 'tfmon-graph'): lambda d: _cifar10(d, 'tfmon-graph'),
 }
 
 
@@ -497,7 +509,9 @@ def _print_table(model, rounds, results, skipped):
   for variant, reason in skipped.items():
     print(f'  {variant:9s} unavailable: {reason}')
   comparisons = [('tfmon', other, 'tfmon time / %s time (target <= 1.0)' % other)
-                 for other in results if other not in ('tfmon', 'tfmon-tfk')]
+                 for other in results if other not in ('tfmon', 'tfmon-tfk', 'tfmon-graph')]
+  comparisons.append(('tfmon-graph', 'tf1',
+                      'the TF1 script under tfmon.Graph, time / tf1 time (target <= 1.0)'))
   comparisons.append(('tfmon-tfk', 'tf1', 'on the model TF1 runs, tfmon time / tf1 time'))
   print('  medians of same-round ratios:')
   for variant, baseline, label in comparisons:

@@ -142,9 +142,6 @@ _RETRACING = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'core: tfmon/compiled/compiled_call.py logs through absl.logging, not tf_logging; '
-    'issue 30 item 7'))
 def test_tfmon_warnings_go_to_tensorflows_logger_too():
   lines = _stderr_lines(_RETRACING)
   assert [line for line in lines

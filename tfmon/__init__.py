@@ -7,12 +7,15 @@ checked its flags: `--help` answers in a fraction of a second.
 """
 
 import importlib
+import importlib.util
 
 __version__ = '0.1.0'
 
 
 def __getattr__(name):
-  if name in ('train', 'keras'):
+  if not name.startswith('__') and importlib.util.find_spec(f'tfmon.{name}'):
+    # A submodule (tfmon.train, tfmon.keras, or one that `from tfmon import
+    # tf_logging` asks for while tfmon.train itself is being imported).
     return importlib.import_module(f'tfmon.{name}')
   train = importlib.import_module('tfmon.train')
   if name == '__all__':

@@ -34,7 +34,7 @@ import difflib
 import functools
 import itertools
 
-from absl import logging
+from tfmon import tf_logging as logging
 import numpy as np
 import tensorflow as tf
 # Internals for calling a traced function without TF's per-call Python (flat_caller).
