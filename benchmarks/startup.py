@@ -44,6 +44,7 @@ Models and duties:
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -410,8 +411,8 @@ def _cifar10(directory, variant):
   elif variant == 'tfmon-graph':
     import tfmon  # pylint: disable=g-import-not-at-top
     train = tfmon.train
-    graph = tfmon.Graph()
-    graph.as_default().__enter__()  # the whole worker is the with block
+    graph_scope = contextlib.ExitStack()  # the rest of the worker is the with block
+    graph_scope.enter_context(tfmon.Graph().as_default())
     loss, fetch = cifar_tutorial_graph(tf, np, v1.summary)
     kwargs = {}
   else:
