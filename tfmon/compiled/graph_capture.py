@@ -18,8 +18,10 @@ What the capture promises:
 
 import contextlib
 import importlib
+import importlib.util
 import os
 import sys
+import types
 import threading
 import warnings
 
@@ -298,23 +300,43 @@ def running(graph):
 _layers_routed = []
 
 
+_TF_KERAS_V1_LAYERS = 'tf_keras.api._v1.keras.__internal__.legacy.layers'
+
+
 def _route_v1_layers_to_tf_keras():
   """Points `tf.compat.v1.layers` at tf_keras' v1 layers when tf_keras is installed.
 
   With Keras 3, TensorFlow routes `tf.compat.v1.layers` to Keras 3, which has no
   v1 layers ("`dense` is not available with Keras 3") unless TF_USE_LEGACY_KERAS
   was set before the module was first used, which would also route `tf.keras`.
-  So only `tf.compat.v1.layers` is pointed at tf_keras' module, where TensorFlow
-  keeps it (the module and the wrapper around it that `tf.compat.v1` is).
+  So only `tf.compat.v1.layers` is pointed at tf_keras, where TensorFlow keeps it
+  (the module and the wrapper around it that `tf.compat.v1` is), through a
+  stand-in that imports tf_keras on first use: the import takes 0.2 s, which a
+  graph without v1 layers need not pay.
   """
-  if _layers_routed or os.environ.get('TF_USE_LEGACY_KERAS') is not None:
+  if not _layers_routed:
+    _layers_routed.append(os.environ.get('TF_USE_LEGACY_KERAS') is None and
+                          importlib.util.find_spec('tf_keras') is not None)
+  if not _layers_routed[0]:
     return
-  _layers_routed.append(True)
-  try:
-    legacy_layers = importlib.import_module(
-        'tf_keras.api._v1.keras.__internal__.legacy.layers')
-  except ImportError:
-    return
-  for module in (tf.compat.v1, sys.modules.get('tensorflow._api.v2.compat.v1')):
-    if module is not None:
-      setattr(module, 'layers', legacy_layers)
+  # Checked at every entry: importing tf_keras sets TensorFlow's loader again.
+  layers = getattr(tf.compat.v1, 'layers', None)
+  if type(layers).__name__ == 'KerasLazyLoader':
+    _set_v1_layers(_V1LayersOnFirstUse('tf.compat.v1.layers'))
+
+
+def _set_v1_layers(module):
+  for parent in (tf.compat.v1, sys.modules.get('tensorflow._api.v2.compat.v1')):
+    if parent is not None:
+      setattr(parent, 'layers', module)
+
+
+class _V1LayersOnFirstUse(types.ModuleType):
+  """`tf.compat.v1.layers` until first used: then tf_keras' v1 layers module."""
+
+  def __getattr__(self, name):
+    if name.startswith('__'):
+      raise AttributeError(name)
+    module = importlib.import_module(_TF_KERAS_V1_LAYERS)
+    _set_v1_layers(module)
+    return getattr(module, name)
