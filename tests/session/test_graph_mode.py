@@ -438,3 +438,19 @@ def test_steps_per_loop_fuses_a_captured_train_op(caplog):
   logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith('element = ')]
   assert [line.split(' (')[0] for line in logged] == ['element = 0', 'element = 10',
                                                      'element = 20']
+
+
+def test_singular_session_raw_session_and_run_step_fn_on_a_captured_graph():
+  with tfmon.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    x = tf.compat.v1.placeholder(tf.float32, [], name='x')
+    doubled = x * 2
+    increment = tf.compat.v1.assign_add(global_step, 1)
+    seen = []
+    with tfmon.train.SingularMonitoredSession(
+        hooks=[tf.compat.v1.train.StopAtStepHook(last_step=3)]) as sess:
+      assert sess.raw_session().run(doubled, {x: 3.0}) == 6.0
+      while not sess.should_stop():
+        seen.append(sess.run_step_fn(
+            lambda step_context: step_context.run_with_hooks(increment)))
+  assert seen == [1, 2, 3]

@@ -28,9 +28,10 @@ import warnings
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import variable_pb2
-# The one place tfmon uses wrap_function's internals: the graph capture that
-# `tf.compat.v1.wrap_function` is built on, with its variable creator
-# (tests/compiled/test_graph_capture.py fails loudly if a TF upgrade removes them).
+# Graph mode's private TensorFlow internals, used only in this module and each
+# checked by tests/compiled/test_graph_capture.py: the graph capture that
+# `tf.compat.v1.wrap_function` is built on (its variable holder and `prune`),
+# TF1's session base class, and graph/eager mode switches.
 from tensorflow.python.client import session as tf_session
 from tensorflow.python.eager import context
 from tensorflow.python.eager import wrap_function
@@ -64,8 +65,8 @@ class Graph(func_graph.FuncGraph):
     try:
       with super().as_default(), creator, warnings.catch_warnings(), \
           _tf1_tensor_equality():
-      # A v1 summary op built here is what we want (a v1 Summary proto); TF
-      # warns that it found no TF2 writer to forward it to.
+        # A v1 summary op built here is what we want (a v1 Summary proto); TF
+        # warns that it found no TF2 writer to forward it to.
         warnings.filterwarnings('ignore', message='Cannot activate TF2 compatibility')
         yield self
     finally:
