@@ -1,0 +1,112 @@
+"""tfmon.estimator: a TF1 model_fn trained, evaluated and used for prediction."""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+import tfmon
+from tfmon import estimator
+
+
+def _data(seed=0, n=64):
+  rng = np.random.default_rng(seed)
+  centers = rng.normal(scale=3.0, size=(3, 4)).astype(np.float32)
+  labels = rng.integers(0, 3, size=n).astype(np.int64)
+  return centers[labels] + rng.normal(size=(n, 4)).astype(np.float32), labels
+
+
+def model_fn(features, labels, mode, params):
+  """TF1 Estimator code, as TensorFlow's tutorials wrote it."""
+  weights = tf.compat.v1.get_variable('dense/kernel', [4, 3])
+  bias = tf.compat.v1.get_variable('dense/bias', [3],
+                                   initializer=tf.compat.v1.zeros_initializer())
+  logits = tf.matmul(features, weights) + bias
+  predictions = {'classes': tf.argmax(logits, 1),
+                 'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
+  if mode == estimator.ModeKeys.PREDICT:
+    return estimator.EstimatorSpec(mode=mode, predictions=predictions)
+  loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+  if mode == estimator.ModeKeys.TRAIN:
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(params['rate']).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+  return estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops={
+      'accuracy': tf.compat.v1.metrics.accuracy(labels, predictions['classes'])})
+
+
+def _train_input():
+  features, labels = _data()
+  return tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(8)
+
+
+def _eval_input():
+  features, labels = _data()
+  return tf.data.Dataset.from_tensor_slices((features, labels)).batch(16)  # 4 batches
+
+
+def test_train_evaluate_predict_and_resume(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  model = estimator.Estimator(
+      model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
+      config=estimator.RunConfig(save_checkpoints_steps=10, log_step_count_steps=10))
+  model.train(_train_input, steps=20)
+  state = tf.train.get_checkpoint_state(str(tmp_path))
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+      'model.ckpt-0', 'model.ckpt-10', 'model.ckpt-20']
+  assert 'loss = ' in caplog.text and 'step = 10' in caplog.text
+  assert {'dense/kernel', 'dense/bias', 'global_step'} <= set(model.get_variable_names())
+
+  results = model.evaluate(_eval_input)
+  assert results['global_step'] == 20
+  assert 0.5 < results['accuracy'] <= 1.0 and results['loss'] > 0
+  assert 'Saving dict for global step 20: accuracy = ' in caplog.text
+  accumulator = event_accumulator.EventAccumulator(str(tmp_path / 'eval'))
+  accumulator.Reload()
+  assert [e.step for e in accumulator.Scalars('accuracy')] == [20]  # simple_value
+  assert tfmon.train.read_eval_metrics(str(tmp_path / 'eval'))[20]['accuracy'] == (
+      pytest.approx(results['accuracy']))
+
+  predictions = list(model.predict(lambda: tf.data.Dataset.from_tensor_slices(
+      _data()[0][:10]).batch(4)))
+  assert len(predictions) == 10 and set(predictions[0]) == {'classes', 'probabilities'}
+  assert predictions[0]['probabilities'].shape == (3,)
+
+  model.train(_train_input, steps=5)  # resumes from model.ckpt-20
+  assert model.latest_checkpoint().endswith('model.ckpt-25')
+  np.testing.assert_array_equal(model.get_variable_value('dense/bias').shape, [3])
+
+
+def test_model_fn_may_take_any_subset_of_its_arguments(tmp_path):
+  def small_model_fn(features, mode):
+    weights = tf.compat.v1.get_variable('w', [4, 1])
+    prediction = tf.matmul(features, weights)
+    loss = tf.reduce_mean(tf.square(prediction - 1.0))
+    return estimator.EstimatorSpec(
+        mode=mode, loss=loss, predictions=prediction,
+        train_op=tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step()))
+
+  model = estimator.Estimator(small_model_fn, model_dir=str(tmp_path))
+  model.train(lambda: tf.data.Dataset.from_tensors(_data()[0]).repeat(), max_steps=3)
+  assert model.latest_checkpoint().endswith('model.ckpt-3')
+  model.train(lambda: tf.data.Dataset.from_tensors(_data()[0]).repeat(), max_steps=3)
+  assert model.latest_checkpoint().endswith('model.ckpt-3')  # nothing more to do
+
+
+def test_misuse_fails_early_naming_the_fix(tmp_path):
+  with pytest.raises(TypeError, match=r"model_fn has arguments \['inputs'\]"):
+    estimator.Estimator(lambda inputs, mode: None)
+  with pytest.raises(ValueError, match='train_distribute=.*tfmon.estimator runs a '
+                     'model_fn in one process'):
+    estimator.RunConfig(train_distribute=tf.distribute.OneDeviceStrategy('/cpu:0'))
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
+  with pytest.raises(ValueError, match='Can not provide both steps and max_steps.'):
+    model.train(_train_input, steps=1, max_steps=1)
+  with pytest.raises(ValueError, match='Could not find trained model in model_dir'):
+    model.evaluate(_eval_input)
+  with pytest.raises(ValueError, match='Missing train_op.'):
+    estimator.EstimatorSpec(mode=estimator.ModeKeys.TRAIN, loss=tf.constant(1.0))

@@ -1,0 +1,383 @@
+"""Estimator: a TF1 `model_fn` trained, evaluated and used for prediction.
+
+Each call builds the `model_fn`'s graph for its mode in a fresh `tfmon.Graph`
+(graph mode, SPEC section 8) and runs it with a tfmon session, as TF1's
+Estimator built a fresh `tf.Graph` and ran a MonitoredSession:
+  - `train` restores the latest checkpoint in `model_dir` (a second `train`
+    resumes), runs the spec's `train_op` with Estimator's hooks in Estimator's
+    order, and writes `model.ckpt-N`, the `checkpoint` state file and event files
+    at the top of `model_dir`;
+  - `evaluate` restores a checkpoint into the EVAL graph (fresh metric
+    variables), runs the metrics' update ops until `steps` or the data runs
+    out, reads their values, logs "Saving dict for global step N: ..." and
+    writes them as `simple_value` scalars into `model_dir/eval` (or
+    `eval_<name>`), where the early-stopping hooks read them;
+  - `predict` restores a checkpoint into the PREDICT graph and yields
+    predictions until the data runs out.
+Variables are shared between the modes by name, as TF1's checkpoints shared them.
+"""
+
+import inspect
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from tfmon import summaries
+from tfmon import train as tfmon_train
+from tfmon import tf_logging as logging
+from tfmon.compiled import graph_capture
+from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
+
+_MODEL_FN_ARGS = ('features', 'labels', 'mode', 'params', 'config')
+
+
+class Estimator:
+  """tf.estimator.Estimator for TF 2.16+, on tfmon's graph capture.
+
+  Args:
+    model_fn: `model_fn(features, labels, mode, params, config)` returning an
+      `EstimatorSpec`; it may take any subset of those arguments, as TF1 allowed.
+    model_dir: Where checkpoints and event files go (default: a new temporary
+      directory, logged; or `config.model_dir`).
+    config: A `RunConfig`.
+    params: A dict handed to `model_fn` as `params`.
+    warm_start_from: Must be None: warm starting is not supported yet.
+
+  Raises:
+    TypeError: a `model_fn` that is not callable or takes other arguments, or a
+      `config` that is not a RunConfig.
+    ValueError: `model_dir` and `config.model_dir` that differ, or `warm_start_from`.
+  """
+
+  def __init__(self, model_fn, model_dir=None, config=None, params=None,
+               warm_start_from=None):
+    if not callable(model_fn):
+      raise TypeError(f'model_fn={model_fn!r} is not callable.')
+    arguments = set(inspect.signature(model_fn).parameters)
+    unknown = sorted(arguments - set(_MODEL_FN_ARGS) - {'self'})
+    if unknown:
+      raise TypeError(f'model_fn has arguments {unknown}, which Estimator does not '
+                      f'pass: it takes any of {list(_MODEL_FN_ARGS)}.')
+    if config is None:
+      config = RunConfig()
+    if not isinstance(config, RunConfig):
+      raise TypeError(f'config={config!r} must be a tfmon.estimator.RunConfig.')
+    if warm_start_from is not None:
+      raise ValueError(
+          f'warm_start_from={warm_start_from!r}: warm starting is not supported by '
+          'tfmon.estimator yet. Copy the checkpoint into model_dir to continue from '
+          'it (a TF1 checkpoint restores by variable name).')
+    if model_dir and config.model_dir and os.path.abspath(os.path.expanduser(
+        model_dir)) != os.path.abspath(os.path.expanduser(config.model_dir)):
+      raise ValueError(f'model_dir={model_dir!r} and config.model_dir='
+                       f'{config.model_dir!r} differ: give one.')
+    model_dir = model_dir or config.model_dir
+    if not model_dir:
+      model_dir = tempfile.mkdtemp()
+      logging.warning('Using temporary folder as model directory: %s', model_dir)
+    self._model_dir = os.path.abspath(os.path.expanduser(os.fspath(model_dir)))
+    self._config = config.replace(model_dir=self._model_dir)
+    self._model_fn = model_fn
+    self._model_fn_args = arguments
+    self._params = dict(params or {})
+
+  @property
+  def model_dir(self):
+    return self._model_dir
+
+  @property
+  def config(self):
+    return self._config
+
+  @property
+  def params(self):
+    return dict(self._params)
+
+  @property
+  def model_fn(self):
+    return self._model_fn
+
+  # ---- training ----
+
+  def train(self, input_fn, hooks=None, steps=None, max_steps=None,
+            saving_listeners=None):
+    """Trains the model, resuming from the latest checkpoint in `model_dir`.
+
+    Args:
+      input_fn: Returns a `tf.data.Dataset` of `(features, labels)` (or of
+        features), or a `(features, labels)` pair of tensors.
+      hooks: `SessionRunHook`s run after the spec's own.
+      steps: Train this many more steps (not with `max_steps`).
+      max_steps: Train until the global step reaches this.
+      saving_listeners: `CheckpointSaverListener`s of the checkpoint saver.
+
+    Returns:
+      self.
+
+    Raises:
+      ValueError: both `steps` and `max_steps`, or one that is not positive.
+    """
+    if steps is not None and max_steps is not None:
+      raise ValueError('Can not provide both steps and max_steps.')
+    for name, value in (('steps', steps), ('max_steps', max_steps)):
+      if value is not None and value <= 0:
+        raise ValueError(f'Must specify {name} > 0, given: {value}')
+    if max_steps is not None:
+      latest = self.latest_checkpoint()
+      if latest and _checkpoint_step(latest) >= max_steps:
+        logging.info('Skipping training since max_steps has already saved.')
+        return self
+    config = self._config
+    with graph_capture.Graph().as_default():
+      self._seed()
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      features, labels = _input(input_fn, self._params, config)
+      spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+      worker_hooks = list(spec.training_hooks) + list(hooks or []) + [
+          tfmon_train.NanTensorHook(spec.loss),
+          tfmon_train.LoggingTensorHook({'loss': spec.loss, 'step': global_step},
+                                  every_n_iter=config.log_step_count_steps)]
+      if steps is not None or max_steps is not None:
+        worker_hooks.append(tfmon_train.StopAtStepHook(num_steps=steps, last_step=max_steps))
+      scaffold = _scaffold(spec.scaffold)
+      saver = tfmon_train.CheckpointSaverHook(
+          self._model_dir, save_secs=config.save_checkpoints_secs,
+          save_steps=config.save_checkpoints_steps, scaffold=scaffold,
+          listeners=saving_listeners, max_to_keep=config.keep_checkpoint_max,
+          keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours)
+      loss = None
+      with tfmon_train.MonitoredTrainingSession(
+          checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=worker_hooks,
+          chief_only_hooks=list(spec.training_chief_hooks) + [saver],
+          save_checkpoint_secs=None, save_checkpoint_steps=None,
+          save_summaries_steps=config.save_summary_steps,
+          log_step_count_steps=config.log_step_count_steps) as session:
+        while not session.should_stop():
+          _, loss = session.run([spec.train_op, spec.loss])
+    logging.info('Loss for final step: %s.', loss)
+    return self
+
+  # ---- evaluation ----
+
+  def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
+               name=None):
+    """Evaluates the model from a checkpoint; returns the metrics' values.
+
+    Args:
+      input_fn: As for `train`.
+      steps: Evaluate this many batches (default: until the data runs out).
+      hooks: `SessionRunHook`s run after the spec's evaluation hooks.
+      checkpoint_path: The checkpoint (default: the latest in `model_dir`).
+      name: Evaluations of another name go to `eval_<name>`.
+
+    Returns:
+      A dict of the `eval_metric_ops` values, `loss` (the mean loss) and
+      `global_step`.
+
+    Raises:
+      ValueError: no checkpoint to evaluate, or `steps` not positive.
+    """
+    if steps is not None and steps <= 0:
+      raise ValueError(f'Must specify steps > 0, given: {steps}')
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if not checkpoint:
+      raise ValueError(f'Could not find trained model in model_dir: {self._model_dir}.')
+    with graph_capture.Graph().as_default():
+      self._seed()
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      features, labels = _input(input_fn, self._params, self._config)
+      spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
+      metrics = dict(spec.eval_metric_ops)
+      if 'loss' not in metrics:
+        metrics['loss'] = tf.compat.v1.metrics.mean(spec.loss)
+      values = {key: value for key, (value, _) in metrics.items()}
+      values['global_step'] = global_step
+      final = tfmon_train.FinalOpsHook(values)
+      eval_hooks = list(spec.evaluation_hooks) + list(hooks or []) + [
+          _StopAfterRuns(steps), final]
+      update_ops = [update for _, update in metrics.values()]
+      with tfmon_train.MonitoredSession(
+          session_creator=tfmon_train.ChiefSessionCreator(
+              scaffold=_scaffold(spec.scaffold), checkpoint_filename_with_path=checkpoint),
+          hooks=eval_hooks) as session:
+        while not session.should_stop():
+          session.run(update_ops)
+    results = {key: _python_value(value) for key, value in final.final_ops_values.items()}
+    logging.info('Saving dict for global step %d: %s', results['global_step'],
+                 ', '.join(f'{key} = {results[key]}' for key in sorted(results)))
+    eval_dir = os.path.join(self._model_dir, 'eval' if not name else f'eval_{name}')
+    writer = summaries.writer_for(eval_dir)
+    summaries.write_simple_values(
+        writer, {k: v for k, v in results.items()
+                 if k != 'global_step' and np.ndim(v) == 0}, results['global_step'])
+    summaries.flush(writer)
+    return results
+
+  # ---- prediction ----
+
+  def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
+              yield_single_examples=True):
+    """Yields the model's predictions, from a checkpoint, until the data runs out.
+
+    Args:
+      input_fn: Returns features (a Dataset of them, or tensors).
+      predict_keys: The keys of a dict of predictions to yield (default: all).
+      hooks: `SessionRunHook`s run after the spec's prediction hooks.
+      checkpoint_path: The checkpoint (default: the latest in `model_dir`).
+      yield_single_examples: Yield one example at a time, else whole batches.
+
+    Yields:
+      Predictions: numpy values, or dicts of them.
+
+    Raises:
+      ValueError: no checkpoint, or a predict key the predictions lack.
+    """
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if not checkpoint:
+      raise ValueError(f'Could not find trained model in model_dir: {self._model_dir}.')
+    graph = graph_capture.Graph()
+    # The graph is the default only while it builds and runs, never across a
+    # yield: the caller's code between two predictions runs as it would anyway.
+    with graph.as_default():
+      self._seed()
+      tf.compat.v1.train.get_or_create_global_step()
+      features, _ = _input(input_fn, self._params, self._config)
+      spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
+      predictions = spec.predictions
+      if predict_keys is not None:
+        if not isinstance(predictions, dict):
+          raise ValueError('predict_keys given, but the predictions are not a dict.')
+        missing = sorted(set(predict_keys) - set(predictions))
+        if missing:
+          raise ValueError(f'Expected to find predict_keys {missing} among the '
+                           f'predictions {sorted(predictions)}.')
+        predictions = {k: predictions[k] for k in predict_keys}
+      session = tfmon_train.MonitoredSession(
+          session_creator=tfmon_train.ChiefSessionCreator(
+              scaffold=_scaffold(spec.scaffold), checkpoint_filename_with_path=checkpoint),
+          hooks=list(spec.prediction_hooks) + list(hooks or []))
+    try:
+      while True:
+        with graph.as_default():
+          if session.should_stop():
+            break
+          try:
+            batch = session.run(predictions)
+          except tf.errors.OutOfRangeError:
+            break
+        if not yield_single_examples:
+          yield batch
+        elif isinstance(batch, dict):
+          count = len(next(iter(batch.values())))
+          for i in range(count):
+            yield {key: value[i] for key, value in batch.items()}
+        else:
+          yield from batch
+    finally:
+      with graph.as_default():
+        session.close()
+
+  # ---- checkpoints ----
+
+  def latest_checkpoint(self):
+    """The latest checkpoint's path in `model_dir`, or None."""
+    return tf.train.latest_checkpoint(self._model_dir)
+
+  def get_variable_names(self):
+    """The names of the variables in the latest checkpoint, as TF1 named them."""
+    return sorted(_checkpoint_keys(self._require_checkpoint()))
+
+  def get_variable_value(self, name):
+    """The value of variable `name` in the latest checkpoint."""
+    path = self._require_checkpoint()
+    keys = _checkpoint_keys(path)
+    if name not in keys:
+      raise ValueError(f'Variable {name!r} is not in {path}; it holds {sorted(keys)}.')
+    return tf.train.load_checkpoint(path).get_tensor(keys[name])
+
+  def _require_checkpoint(self):
+    path = self.latest_checkpoint()
+    if not path:
+      raise ValueError(f'Could not find trained model in model_dir: {self._model_dir}.')
+    return path
+
+  # ---- helpers ----
+
+  def _seed(self):
+    if self._config.tf_random_seed is not None:
+      tf.compat.v1.set_random_seed(self._config.tf_random_seed)
+
+  def _call_model_fn(self, features, labels, mode):
+    available = {'features': features, 'labels': labels, 'mode': mode,
+                 'params': self._params, 'config': self._config}
+    kwargs = {k: v for k, v in available.items() if k in self._model_fn_args}
+    if 'labels' not in self._model_fn_args and labels is not None:
+      raise ValueError('model_fn does not take labels, but input_fn returns them.')
+    spec = self._model_fn(**kwargs)
+    if not isinstance(spec, EstimatorSpec):
+      raise TypeError(f'model_fn must return a tfmon.estimator.EstimatorSpec; got '
+                      f'{spec!r} of type {type(spec).__name__}.')
+    return spec
+
+
+class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
+  """Requests a stop after `runs` runs (None: never), as Estimator's evaluation did."""
+
+  def __init__(self, runs):
+    self._runs = runs
+    self._done = 0
+
+  def after_run(self, run_context, run_values):
+    self._done += 1
+    if self._runs is not None and self._done >= self._runs:
+      run_context.request_stop()
+
+
+def _input(input_fn, params, config):
+  """`(features, labels)` from what `input_fn` returns (labels may be None)."""
+  arguments = set(inspect.signature(input_fn).parameters)
+  kwargs = {k: v for k, v in (('params', params), ('config', config)) if k in arguments}
+  result = input_fn(**kwargs)
+  if isinstance(result, tf.data.Dataset):
+    result = tf.compat.v1.data.make_one_shot_iterator(result).get_next()
+  if isinstance(result, tuple) and len(result) == 2:
+    return result
+  return result, None
+
+
+def _scaffold(scaffold):
+  """A tfmon Scaffold for a spec's (None, tfmon's, or TF's own)."""
+  if scaffold is None:
+    return tfmon_train.Scaffold()
+  if isinstance(scaffold, tfmon_train.Scaffold):
+    return scaffold
+  if isinstance(scaffold, tf.compat.v1.tfmon_train.Scaffold):
+    if scaffold.ready_op is not None:
+      logging.info('The spec\'s Scaffold ready_op is ignored: eager variables '
+                   'are always ready.')
+    return tfmon_train.Scaffold(init_fn=getattr(scaffold, '_init_fn', None),
+                          saver=scaffold.saver)
+  raise TypeError(f'EstimatorSpec scaffold={scaffold!r} is not a Scaffold.')
+
+
+def _checkpoint_step(path):
+  tail = path.rsplit('-', 1)[-1]
+  return int(tail) if tail.isdigit() else -1
+
+
+def _checkpoint_keys(path):
+  """`{TF1 variable name: checkpoint key}` of a checkpoint, TF1's or tfmon's."""
+  reader = tf.train.load_checkpoint(path)
+  if not reader.has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'):
+    return {name: name for name in reader.get_variable_to_shape_map()}
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'))
+  return {a.full_name: a.checkpoint_key for node in graph.nodes
+          for a in node.attributes if a.full_name and a.full_name != 'save_counter'}
+
+
+def _python_value(value):
+  return value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
