@@ -110,3 +110,25 @@ def test_misuse_fails_early_naming_the_fix(tmp_path):
     model.evaluate(_eval_input)
   with pytest.raises(ValueError, match='Missing train_op.'):
     estimator.EstimatorSpec(mode=estimator.ModeKeys.TRAIN, loss=tf.constant(1.0))
+
+
+def test_train_and_evaluate_evaluates_after_checkpoints_and_at_the_end(tmp_path):
+  model = estimator.Estimator(
+      model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
+      config=estimator.RunConfig(save_checkpoints_steps=10))
+  results, exports = estimator.train_and_evaluate(
+      model, estimator.TrainSpec(_train_input, max_steps=25),
+      estimator.EvalSpec(_eval_input, steps=2, throttle_secs=0))
+  assert exports == [] and results['global_step'] == 25
+  # After the checkpoints at 10 and 20 (not the one at creation), and at the end.
+  assert sorted(tfmon.train.read_eval_metrics(model.eval_dir())) == [10, 20, 25]
+
+
+def test_early_stopping_hooks_read_the_estimators_evaluations(tmp_path):
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
+  model.train(_train_input, steps=5)
+  model.evaluate(_eval_input)
+  stop = estimator.experimental.stop_if_higher_hook(
+      model, 'accuracy', 0.0, run_every_secs=None, run_every_steps=1)
+  model.train(_train_input, steps=50, hooks=[stop])
+  assert model.latest_checkpoint().endswith('model.ckpt-6')  # stopped after one step

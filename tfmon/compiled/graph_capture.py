@@ -100,7 +100,10 @@ class Graph(func_graph.FuncGraph):
     graph. Variables a session on the graph makes while it runs (a
     checkpoint's save counter) are left alone.
     """
-    if getattr(_running, 'graph', None) is self and tf.executing_eagerly():
+    if (getattr(_running, 'graph', None) is self and tf.executing_eagerly()) or (
+        tf.compat.v1.get_default_graph() is not self):
+      # A graph entered inside another inherits its creators (an Estimator's
+      # evaluation during training): each graph makes its own variables.
       return next_creator(**kwargs)
     in_graph_code = not tf.executing_eagerly()
     # Under init_scope (a v1 optimizer's slots) the graph is entered again;

@@ -208,8 +208,7 @@ class Estimator:
     results = {key: _python_value(value) for key, value in final.final_ops_values.items()}
     logging.info('Saving dict for global step %d: %s', results['global_step'],
                  ', '.join(f'{key} = {results[key]}' for key in sorted(results)))
-    eval_dir = os.path.join(self._model_dir, 'eval' if not name else f'eval_{name}')
-    writer = summaries.writer_for(eval_dir)
+    writer = summaries.writer_for(self.eval_dir(name))
     summaries.write_simple_values(
         writer, {k: v for k, v in results.items()
                  if k != 'global_step' and np.ndim(v) == 0}, results['global_step'])
@@ -279,6 +278,10 @@ class Estimator:
     finally:
       with graph.as_default():
         session.close()
+
+  def eval_dir(self, name=None):
+    """Where `evaluate(name=name)` writes its results."""
+    return os.path.join(self._model_dir, 'eval' if not name else f'eval_{name}')
 
   # ---- checkpoints ----
 
