@@ -4,9 +4,10 @@
 """
 
 from tfmon.estimator import experimental
+from tfmon.estimator import inputs
 from tfmon.estimator.estimator import Estimator
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
 from tfmon.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
 
 __all__ = ['Estimator', 'EstimatorSpec', 'EvalSpec', 'ModeKeys', 'RunConfig',
-           'TrainSpec', 'experimental', 'train_and_evaluate']
+           'TrainSpec', 'experimental', 'inputs', 'train_and_evaluate']

@@ -134,9 +134,9 @@ class Estimator:
     with graph_capture.Graph().as_default():
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
-      features, labels = _input(input_fn, self._params, config)
+      features, labels, input_hooks = _input(input_fn, self._params, config)
       spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
-      worker_hooks = list(spec.training_hooks) + list(hooks or []) + [
+      worker_hooks = input_hooks + list(spec.training_hooks) + list(hooks or []) + [
           tfmon_train.NanTensorHook(spec.loss),
           tfmon_train.LoggingTensorHook({'loss': spec.loss, 'step': global_step},
                                   every_n_iter=config.log_step_count_steps)]
@@ -188,7 +188,7 @@ class Estimator:
     with graph_capture.Graph().as_default():
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
-      features, labels = _input(input_fn, self._params, self._config)
+      features, labels, input_hooks = _input(input_fn, self._params, self._config)
       spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
       metrics = dict(spec.eval_metric_ops)
       if 'loss' not in metrics:
@@ -196,7 +196,7 @@ class Estimator:
       values = {key: value for key, (value, _) in metrics.items()}
       values['global_step'] = global_step
       final = tfmon_train.FinalOpsHook(values)
-      eval_hooks = list(spec.evaluation_hooks) + list(hooks or []) + [
+      eval_hooks = input_hooks + list(spec.evaluation_hooks) + list(hooks or []) + [
           _StopAfterRuns(steps), final]
       update_ops = [update for _, update in metrics.values()]
       with tfmon_train.MonitoredSession(
@@ -243,7 +243,7 @@ class Estimator:
     with graph.as_default():
       self._seed()
       tf.compat.v1.train.get_or_create_global_step()
-      features, _ = _input(input_fn, self._params, self._config)
+      features, _, input_hooks = _input(input_fn, self._params, self._config)
       spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
       predictions = spec.predictions
       if predict_keys is not None:
@@ -257,7 +257,7 @@ class Estimator:
       session = tfmon_train.MonitoredSession(
           session_creator=tfmon_train.ChiefSessionCreator(
               scaffold=_scaffold(spec.scaffold), checkpoint_filename_with_path=checkpoint),
-          hooks=list(spec.prediction_hooks) + list(hooks or []))
+          hooks=input_hooks + list(spec.prediction_hooks) + list(hooks or []))
     try:
       while True:
         with graph.as_default():
@@ -340,15 +340,30 @@ class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
 
 
 def _input(input_fn, params, config):
-  """`(features, labels)` from what `input_fn` returns (labels may be None)."""
+  """`(features, labels, hooks)` from what `input_fn` returns (labels may be
+  None): a Dataset is read through an initializable iterator (a one-shot one
+  cannot hold a shuffle's seed), which a hook initializes, as Estimator did."""
   arguments = set(inspect.signature(input_fn).parameters)
   kwargs = {k: v for k, v in (('params', params), ('config', config)) if k in arguments}
   result = input_fn(**kwargs)
+  hooks = []
   if isinstance(result, tf.data.Dataset):
-    result = tf.compat.v1.data.make_one_shot_iterator(result).get_next()
+    iterator = tf.compat.v1.data.make_initializable_iterator(result)
+    hooks.append(_IteratorInitializerHook(iterator.initializer))
+    result = iterator.get_next()
   if isinstance(result, tuple) and len(result) == 2:
-    return result
-  return result, None
+    return result[0], result[1], hooks
+  return result, None, hooks
+
+
+class _IteratorInitializerHook(tf.compat.v1.train.SessionRunHook):
+  """Initializes the input's iterator when a session is created."""
+
+  def __init__(self, initializer):
+    self._initializer = initializer
+
+  def after_create_session(self, session, coord):
+    session.run(self._initializer)
 
 
 def _scaffold(scaffold):
