@@ -132,3 +132,27 @@ def test_early_stopping_hooks_read_the_estimators_evaluations(tmp_path):
       model, 'accuracy', 0.0, run_every_secs=None, run_every_steps=1)
   model.train(_train_input, steps=50, hooks=[stop])
   assert model.latest_checkpoint().endswith('model.ckpt-6')  # stopped after one step
+
+
+def test_a_model_dir_written_by_tf1_continues_training_and_evaluates(tmp_path):
+  # What TF <= 2.15's Estimator left: a TF1 Saver's name-based checkpoint of
+  # the same model_fn's graph, at step 7.
+  with tf.Graph().as_default():
+    features, labels = tf.compat.v1.data.make_one_shot_iterator(
+        _train_input()).get_next()
+    tf.compat.v1.train.get_or_create_global_step()
+    spec = model_fn(features, labels, estimator.ModeKeys.TRAIN, {'rate': 0.1})
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      for _ in range(7):
+        session.run(spec.train_op)
+      trained_bias = session.run(tf.compat.v1.get_default_graph().get_tensor_by_name(
+          'dense/bias/Read/ReadVariableOp:0'))
+      tf.compat.v1.train.Saver().save(session, str(tmp_path / 'model.ckpt'),
+                                      global_step=7)
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
+  assert model.get_variable_names() == ['dense/bias', 'dense/kernel', 'global_step']
+  np.testing.assert_allclose(model.get_variable_value('dense/bias'), trained_bias)
+  assert model.evaluate(_eval_input)['global_step'] == 7
+  model.train(_train_input, steps=3)
+  assert model.latest_checkpoint().endswith('model.ckpt-10')
