@@ -156,3 +156,13 @@ def test_a_model_dir_written_by_tf1_continues_training_and_evaluates(tmp_path):
   assert model.evaluate(_eval_input)['global_step'] == 7
   model.train(_train_input, steps=3)
   assert model.latest_checkpoint().endswith('model.ckpt-10')
+
+
+def test_what_is_not_provided_says_what_to_use_instead():
+  with pytest.raises(AttributeError, match='no DNNClassifier: premade estimators are '
+                     'not provided: write the model as a model_fn'):
+    estimator.DNNClassifier  # pylint: disable=pointless-statement
+  with pytest.raises(AttributeError, match='no TPUEstimator: TPUs are not supported'):
+    estimator.TPUEstimator  # pylint: disable=pointless-statement
+  with pytest.raises(ValueError, match='exporters are not supported'):
+    estimator.EvalSpec(_eval_input, exporters=['latest'])

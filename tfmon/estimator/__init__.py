@@ -11,3 +11,26 @@ from tfmon.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
 
 __all__ = ['Estimator', 'EstimatorSpec', 'EvalSpec', 'ModeKeys', 'RunConfig',
            'TrainSpec', 'experimental', 'inputs', 'train_and_evaluate']
+
+# tf.estimator names tfmon does not provide, and what to use instead.
+_NOT_PROVIDED = {
+    name: ('premade estimators are not provided: write the model as a model_fn '
+           '(TensorFlow\'s Keras layers in it), or train a Keras model with fit')
+    for name in ('DNNClassifier', 'DNNRegressor', 'LinearClassifier',
+                 'LinearRegressor', 'DNNLinearCombinedClassifier',
+                 'DNNLinearCombinedRegressor', 'BoostedTreesClassifier',
+                 'BoostedTreesRegressor', 'BaselineClassifier', 'BaselineRegressor')}
+_NOT_PROVIDED.update({
+    name: 'TPUs are not supported: run the model_fn with Estimator on CPUs or GPUs'
+    for name in ('TPUEstimator', 'TPUEstimatorSpec', 'tpu')})
+_NOT_PROVIDED.update({
+    name: 'exporting is not supported yet: the checkpoints in model_dir hold the model'
+    for name in ('LatestExporter', 'BestExporter', 'FinalExporter', 'export')})
+_NOT_PROVIDED['WarmStartSettings'] = (
+    'warm starting is not supported yet: copy the checkpoint into model_dir')
+
+
+def __getattr__(name):
+  if name in _NOT_PROVIDED:
+    raise AttributeError(f'tfmon.estimator has no {name}: {_NOT_PROVIDED[name]}.')
+  raise AttributeError(f"module 'tfmon.estimator' has no attribute {name!r}")
