@@ -39,3 +39,15 @@ def test_graph_tensors_are_hashable_inside_the_graph_only():
     x = tf.compat.v1.placeholder(tf.float32, [], name='x')
     assert {x: 1.0}[x] == 1.0  # feed_dict={x: ...}, as TF1 code writes it
   assert tf.Tensor._USE_EQUALITY  # TF2's equality is back outside
+
+
+def test_v1_layers_without_tf_keras_say_how_to_install_it(monkeypatch):
+  import pytest  # pylint: disable=g-import-not-at-top
+  from tfmon.compiled import graph_capture  # pylint: disable=g-import-not-at-top
+  real_find_spec = importlib.util.find_spec
+  monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *args: (
+      None if name == 'tf_keras' else real_find_spec(name, *args)))
+  stand_in = graph_capture._V1LayersOnFirstUse('tf.compat.v1.layers')  # pylint: disable=protected-access
+  with pytest.raises(ImportError, match=r'tf.compat.v1.layers.dense needs the tf_keras '
+                     r'package.*pip install --no-deps tf_keras'):
+    stand_in.dense  # pylint: disable=pointless-statement

@@ -319,8 +319,7 @@ def _route_v1_layers_to_tf_keras():
   graph without v1 layers need not pay.
   """
   if not _layers_routed:
-    _layers_routed.append(os.environ.get('TF_USE_LEGACY_KERAS') is None and
-                          importlib.util.find_spec('tf_keras') is not None)
+    _layers_routed.append(os.environ.get('TF_USE_LEGACY_KERAS') is None)
   if not _layers_routed[0]:
     return
   # Checked at every entry: importing tf_keras sets TensorFlow's loader again.
@@ -341,6 +340,12 @@ class _V1LayersOnFirstUse(types.ModuleType):
   def __getattr__(self, name):
     if name.startswith('__'):
       raise AttributeError(name)
+    if importlib.util.find_spec('tf_keras') is None:
+      raise ImportError(
+          f'tf.compat.v1.layers.{name} needs the tf_keras package (Keras 3 has no '
+          'v1 layers). Install it without replacing your TensorFlow: '
+          '`pip install --no-deps tf_keras` (a plain `pip install tf_keras` pulls '
+          'the full tensorflow wheel over tensorflow-cpu).')
     module = importlib.import_module(_TF_KERAS_V1_LAYERS)
     _set_v1_layers(module)
     return getattr(module, name)
