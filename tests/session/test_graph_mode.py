@@ -1,5 +1,6 @@
 """TF1 graph code under `with tfmon.Graph().as_default():` (SPEC section 8)."""
 
+import gc
 import logging
 import os
 import types
@@ -454,3 +455,20 @@ def test_singular_session_raw_session_and_run_step_fn_on_a_captured_graph():
         seen.append(sess.run_step_fn(
             lambda step_context: step_context.run_with_hooks(increment)))
   assert seen == [1, 2, 3]
+
+
+def test_graphs_made_one_after_another_keep_their_iterators_apart():
+  # An iterator's shared name must not meet a previous graph's, whose resource
+  # lives on in TensorFlow's resource manager (ids of freed graphs are reused).
+  for components in (1, 2, 1, 2):
+    with tfmon.Graph().as_default():
+      dataset = tf.data.Dataset.range(3)
+      if components == 2:
+        dataset = dataset.map(lambda x: (x, x))
+      iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+      element = iterator.get_next()
+      with tfmon.train.MonitoredSession() as sess:
+        sess.run(iterator.initializer)
+        assert np.size(sess.run(element)) == components
+    del dataset, iterator, element, sess
+    gc.collect()  # frees the graph: its id may be the next one's

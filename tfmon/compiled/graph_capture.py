@@ -19,6 +19,7 @@ What the capture promises:
 import contextlib
 import importlib
 import importlib.util
+import itertools
 import os
 import sys
 import types
@@ -42,6 +43,9 @@ from tensorflow.python.framework import func_graph
 SessionInterface = tf_session.SessionInterface
 
 
+_graph_numbers = itertools.count()
+
+
 class Graph(func_graph.FuncGraph):
   """A drop-in for `tf.Graph` whose TF1 code a tfmon session runs eagerly.
 
@@ -54,6 +58,10 @@ class Graph(func_graph.FuncGraph):
     self._variable_holder = wrap_function.VariableHolder(share_variables=False)
     self._wrapped = None
     self._entered = 0
+    # Unique in the process, unlike id(): a shared resource of a graph gone
+    # lives on in TensorFlow's resource manager, and must not be found by a
+    # later graph's op of the same name.
+    self._number = next(_graph_numbers)
 
   @contextlib.contextmanager
   def as_default(self):
@@ -149,7 +157,7 @@ class Graph(func_graph.FuncGraph):
         continue
       if not shared:
         op._set_attr('shared_name', attr_value_pb2.AttrValue(  # pylint: disable=protected-access
-            s=f'tfmon_{id(self):x}_{op.name}'.encode()))
+            s=f'tfmon_graph{self._number}_{op.name}'.encode()))
     super().finalize()
 
   def global_variables(self):
