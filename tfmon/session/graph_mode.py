@@ -12,7 +12,6 @@ finalizes the graph, as TF1's did.
 import tensorflow as tf
 
 
-
 def is_tfmon_hook(hook):
   """Whether `hook` is (or subclasses) one of tfmon's own hook classes, which
   run eagerly."""
@@ -65,7 +64,7 @@ def tensors_held_by(hooks):
   tuples and dicts): what they are likely to fetch when due."""
   tensors = []
   for hook in hooks:
-    hook = getattr(hook, 'hook', hook) if isinstance(hook, GraphModeHook) else hook
+    hook = hook.hook if isinstance(hook, GraphModeHook) else hook
     for value in vars(hook).values():
       if isinstance(value, dict):
         value = list(value.values())
