@@ -32,7 +32,9 @@ against its shape with TF1's message. A fetched variable is read before the
 call: its value when the run starts.
 """
 
+import atexit
 import difflib
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +42,16 @@ import tensorflow as tf
 from tfmon.compiled import alongside
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
+
+# GraphCalls not closed yet: released at exit, while tf.data's threads still run.
+_open_calls = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+  for call in list(_open_calls):
+    call.close()
+
 
 # What `run` returns for a run of step functions, which the compiler runs.
 STEP_FUNCTIONS = object()
@@ -99,7 +111,23 @@ class GraphCall:
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
     self._stop = None  # a bool variable: a fused loop ends when it is true
     self._alongside = []  # Pending work for the next call (see alongside)
+    _open_calls.add(self)
     self.functions_built = 0
+
+  def close(self):
+    """Releases the functions and the iterators' resources made for the runs.
+
+    An iterator resource whose handle lives until the interpreter exits is
+    destroyed after tf.data's threads are gone, and its destructor then waits
+    for them forever: the process hangs at exit. So handles are released when
+    the session closes, and at exit for a session never closed.
+    """
+    self._plans.clear()
+    self._families.clear()
+    self._loops.clear()
+    self._keep.clear()
+    self._iterators = None
+    _open_calls.discard(self)
 
   def seed(self, tensors):
     """Tensors later runs may fetch: a family's first function outputs those it

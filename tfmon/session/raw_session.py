@@ -219,3 +219,5 @@ class RawSession(graph_capture.SessionInterface):
 
   def close(self):
     self._closed = True
+    if self._graph_call is not None:
+      self._graph_call.close()
