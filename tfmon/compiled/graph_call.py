@@ -22,9 +22,11 @@ by runs as far as TF1's semantics allow:
     function of its own, computing the family's union too: summaries are
     computed on recording runs only, as TF1 computed them.
 
-A one-shot iterator (`make_one_shot_iterator`) is made once and its resource
-fed to every function: each pruned function would otherwise make its own, and
-a run with other fetches would start the data over.
+Each tf.data iterator (`make_one_shot_iterator`, `make_initializable_iterator`)
+is made once and its resource fed to every function: each pruned function
+would otherwise make its own, and a run with other fetches would start the data
+over (or read an iterator its initializer never reached). The session's close
+releases them.
 
 Feeds are converted to the dtype of the tensor they feed (a float64 numpy
 batch fed to a float32 placeholder stays float32, as TF1 did) and checked
@@ -42,6 +44,10 @@ import tensorflow as tf
 from tfmon.compiled import alongside
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
+
+# The ops that make a tf.data iterator's resource: each is made once, by a
+# function of its own, and its handle fed to every function of the session.
+ITERATOR_OPS = ('OneShotIterator', 'IteratorV2', 'Iterator', 'MultiDeviceIterator')
 
 # GraphCalls not closed yet: released at exit, while tf.data's threads still run.
 _open_calls = weakref.WeakSet()
@@ -104,7 +110,7 @@ class GraphCall:
     self._plans = {}     # (leaf keys, fed tensor names) -> _Plan
     self._families = {}  # (side-effecting op ids, fed names) -> _Family
     self._seeds = []     # graph tensors the session's hooks hold
-    self._iterators = None  # one-shot iterators' handles: [(tensor, handle)]
+    self._iterators = None  # iterators' handles: [(tensor, handle)]
     self._keep = []      # what must live as long as those handles
     self._ops = {id(op): op for op in graph.get_operations()}
     self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
@@ -229,7 +235,7 @@ class GraphCall:
       self._loops[key] = None
       return None
     if self._iterators is None:
-      self._iterators = self._make_one_shot_iterators()
+      self._iterators = self._make_iterators()
     step = self.graph.wrapped_function().prune(
         [t for t, _ in self._iterators], plan.tensors + plan.operations)
     self._keep.append(step)
@@ -273,7 +279,7 @@ class GraphCall:
   def _function_for(self, plan, fed):
     """The function to run `plan`'s fetches with `fed` (see the module doc)."""
     if self._iterators is None:
-      self._iterators = self._make_one_shot_iterators()
+      self._iterators = self._make_iterators()
     stops = {id(t.op) for t in fed} | {id(t.op) for t, _ in self._iterators}
     needs = set(_needed_ops(plan.tensors + plan.operations, stops))
     effects = frozenset(i for i in needs if _changes_state(self._ops[i]))
@@ -334,11 +340,16 @@ class GraphCall:
     self._keep.append(pruned)
     return function
 
-  def _make_one_shot_iterators(self):
-    """Each one-shot iterator's resource, made once (see the module doc)."""
+  def _make_iterators(self):
+    """Each iterator's resource, made once (see the module doc).
+
+    Made by a function of its own, not found by a shared name: a resource in
+    TensorFlow's resource manager outlives the session, and an iterator
+    destroyed when the interpreter exits waits forever for tf.data's threads.
+    """
     iterators = []
     for op in self.graph.get_operations():
-      if op.type == 'OneShotIterator':
+      if op.type in ITERATOR_OPS:
         maker = self.graph.wrapped_function().prune([], [op.outputs[0]])
         self._keep.append(maker)
         iterators.append((op.outputs[0], maker()[0]))

@@ -142,13 +142,13 @@ class Graph(func_graph.FuncGraph):
     op a shared name.
 
     A session runs subgraphs as separate pruned functions, and a resource op
-    with an empty shared name (a tf.data iterator, a lookup table) makes a new
-    resource in each: the iterator one run initializes would not be the one
-    another run reads. With a shared name every function finds the same one,
-    as TF1's one graph had it.
+    with an empty shared name (a lookup table) makes a new resource in each:
+    the table one run initializes would not be the one another run reads. With
+    a shared name every function finds the same one, as TF1's one graph had
+    it. Iterators are shared otherwise (GraphCall feeds one handle to all).
     """
     for op in self.get_operations():
-      if op.type in _REFUSING_SHARED_NAMES:
+      if op.type in _NOT_SHARED:
         continue
       try:
         shared = op.get_attr('shared_name')
@@ -209,8 +209,9 @@ def _in_tf_keras_layer_call():
   return utils is not None and utils.call_context().in_call
 
 
-# Resource ops whose kernels refuse a shared name.
-_REFUSING_SHARED_NAMES = ('OneShotIterator',)
+# Resource ops given no shared name: iterators, which GraphCall makes once and
+# feeds to every function (OneShotIterator's kernel refuses one anyway).
+_NOT_SHARED = ('OneShotIterator', 'IteratorV2', 'Iterator', 'MultiDeviceIterator')
 
 
 class _GraphVariable:
