@@ -2,6 +2,7 @@
 for every test."""
 
 import os
+import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -26,3 +27,27 @@ def fresh_global_step():
   graph.clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
   yield
   graph.clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+
+
+_exit_status = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+  _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+  """Ends the process once pytest has reported, skipping the interpreter's teardown.
+
+  TensorFlow quirk: a tf.data iterator still alive when the interpreter tears
+  down is destroyed after tf.data's threads are gone, and its destructor waits
+  for them forever (native stack: EagerTensor_dealloc -> IteratorResource ->
+  UnboundedThreadPool::LogicalThreadWrapper). The whole suite's process hung so
+  after printing its result, and no single test directory reproduced it.
+  """
+  del config
+  if _exit_status:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status[0])  # pylint: disable=protected-access
