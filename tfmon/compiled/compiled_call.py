@@ -829,7 +829,8 @@ class CallCompiler:
       for listener in self._variable_listeners:
         listener(new)
 
-  def _stop_flag(self):
+  def stop_flag(self):
+    """The bool variable fused loops read before each step (made on first use)."""
     if self._stop is None:
       with tf.init_scope():
         self._stop = tf.Variable(False, trainable=False, name='tfmon_stop_flag')
@@ -845,7 +846,7 @@ class CallCompiler:
     if self.agreement is not None:
       return
     with tf.init_scope():  # eagerly, even if called while a trace is running
-      self._stop_flag().assign(True)
+      self.stop_flag().assign(True)
 
   @property
   def stop_requested(self):
@@ -954,7 +955,7 @@ class CallCompiler:
       agreement = self.agreement if fused else None
       family = CompiledCall(
           steps, plan.loop_step_count, plan.feed_keys, summaries, global_step,
-          self._stop_flag() if fused and agreement is None else None,
+          self.stop_flag() if fused and agreement is None else None,
           self._report_variables, agreement, self._alongside,
           known_variables=lambda: self.step_variables, feed_dtypes=self._feed_dtypes)
       self._families[key] = family

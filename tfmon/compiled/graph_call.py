@@ -103,10 +103,13 @@ class GraphCall:
 
   Args:
     graph: The graph, finalized by the session before its first run.
+    stop_flag: Returns the bool variable that ends a fused loop when true (the
+      session's CallCompiler's, which `request_stop_at_step_boundary` sets).
   """
 
-  def __init__(self, graph):
+  def __init__(self, graph, stop_flag):
     self.graph = graph
+    self._stop_flag = stop_flag
     self._plans = {}     # (leaf keys, fed tensor names) -> _Plan
     self._families = {}  # (side-effecting op ids, fed names) -> _Family
     self._seeds = []     # graph tensors the session's hooks hold
@@ -115,7 +118,6 @@ class GraphCall:
     self._ops = {id(op): op for op in graph.get_operations()}
     self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
-    self._stop = None  # a bool variable: a fused loop ends when it is true
     self._alongside = []  # Pending work for the next call (see alongside)
     _open_calls.add(self)
     self.functions_built = 0
@@ -192,17 +194,6 @@ class GraphCall:
     return any(isinstance(leaf, (tf.Tensor, tf.Operation, str)) and self.owns(leaf)
                for leaf in leaves)
 
-  def request_stop_at_step_boundary(self):
-    """Ends a fused run in progress after its current step (thread-safe)."""
-    with tf.init_scope():
-      self._stop_flag().assign(True)
-
-  def _stop_flag(self):
-    if self._stop is None:
-      with tf.init_scope():
-        self._stop = tf.Variable(False, trainable=False, name='tfmon_graph_stop_flag')
-    return self._stop
-
   def run_fused(self, fetches, loop_leaves, max_steps, target_global_step, global_step):
     """Runs up to `max_steps` steps of the first `loop_leaves` flat fetches,
     stopping before the global step reaches `target_global_step`, and returns
@@ -239,7 +230,7 @@ class GraphCall:
     step = self.graph.wrapped_function().prune(
         [t for t, _ in self._iterators], plan.tensors + plan.operations)
     self._keep.append(step)
-    stop = self._stop_flag()
+    stop = self._stop_flag()  # the compiler's: a stop request ends either loop
     read_step = lambda: tf.cast(global_step.read_value(), tf.int64)
 
     def fused(count, target, *handles):

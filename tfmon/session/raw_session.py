@@ -42,7 +42,8 @@ class RawSession(graph_capture.SessionInterface):
     # Made inside `with tfmon.Graph().as_default():`, it runs that graph's
     # elements (GraphCall); step functions still go to the compiler.
     graph = graph_capture.current()
-    self._graph_call = graph_call.GraphCall(graph) if graph is not None else None
+    self._graph_call = (graph_call.GraphCall(graph, self._compiler.stop_flag)
+                        if graph is not None else None)
     self._last_fused = None  # a multi-worker session's last fused call's args
     # The checkpoint its creator restored, or None.
     self.restored_from = None
@@ -109,8 +110,6 @@ class RawSession(graph_capture.SessionInterface):
     """Makes a fused run in progress end after its current step, and later ones
     after their first: what a graceful stop on a signal needs. Thread-safe."""
     self._compiler.request_stop_at_step_boundary()
-    if self._graph_call is not None:
-      self._graph_call.request_stop_at_step_boundary()
 
   def can_fuse(self, leaves):
     """Whether a run of these flat fetch leaves can go through a fused loop: it
