@@ -205,7 +205,7 @@ class Estimator:
           hooks=eval_hooks) as session:
         while not session.should_stop():
           session.run(update_ops)
-    results = {key: _python_value(value) for key, value in final.final_ops_values.items()}
+    results = dict(final.final_ops_values)
     logging.info('Saving dict for global step %d: %s', results['global_step'],
                  ', '.join(f'{key} = {results[key]}' for key in sorted(results)))
     writer = summaries.writer_for(self.eval_dir(name))
@@ -396,6 +396,3 @@ def _checkpoint_keys(path):
   return {a.full_name: a.checkpoint_key for node in graph.nodes
           for a in node.attributes if a.full_name and a.full_name != 'save_counter'}
 
-
-def _python_value(value):
-  return value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
