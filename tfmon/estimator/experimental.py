@@ -1,46 +1,33 @@
-"""tf.estimator.experimental's early-stopping hooks, reading an Estimator's eval dir."""
+"""tf.estimator.experimental's early-stopping hooks, reading an Estimator's eval dir.
+
+Each is tfmon.train's hook of the same name (hooks/early_stopping.py), given
+the estimator's `eval_dir()` unless `eval_dir` is: Estimator's signature,
+`(estimator, metric_name, threshold or max_steps, eval_dir=None, min_steps=0,
+run_every_secs=60, run_every_steps=None)`.
+"""
+
+import functools
 
 from tfmon.hooks import early_stopping
 
 
-def _eval_dir(estimator, eval_dir):
-  return eval_dir or estimator.eval_dir()
+def _reading_eval_dir(hook_fn):
+  """`hook_fn` with Estimator's signature: the estimator first, its eval dir read."""
+
+  @functools.wraps(hook_fn)
+  def hook(estimator, metric_name, value, eval_dir=None, min_steps=0,
+           run_every_secs=60, run_every_steps=None):
+    return hook_fn(eval_dir or estimator.eval_dir(), metric_name, value,
+                   min_steps=min_steps, run_every_secs=run_every_secs,
+                   run_every_steps=run_every_steps)
+
+  return hook
 
 
-def stop_if_higher_hook(estimator, metric_name, threshold, eval_dir=None,
-                        min_steps=0, run_every_secs=60, run_every_steps=None):
-  """Stops when `metric_name` in `estimator`'s evaluations is above `threshold`."""
-  return early_stopping.stop_if_higher_hook(
-      _eval_dir(estimator, eval_dir), metric_name, threshold, min_steps=min_steps,
-      run_every_secs=run_every_secs, run_every_steps=run_every_steps)
-
-
-def stop_if_lower_hook(estimator, metric_name, threshold, eval_dir=None,
-                       min_steps=0, run_every_secs=60, run_every_steps=None):
-  """Stops when `metric_name` in `estimator`'s evaluations is below `threshold`."""
-  return early_stopping.stop_if_lower_hook(
-      _eval_dir(estimator, eval_dir), metric_name, threshold, min_steps=min_steps,
-      run_every_secs=run_every_secs, run_every_steps=run_every_steps)
-
-
-def stop_if_no_increase_hook(estimator, metric_name, max_steps_without_increase,
-                             eval_dir=None, min_steps=0, run_every_secs=60,
-                             run_every_steps=None):
-  """Stops when `metric_name` has not increased for that many steps."""
-  return early_stopping.stop_if_no_increase_hook(
-      _eval_dir(estimator, eval_dir), metric_name, max_steps_without_increase,
-      min_steps=min_steps, run_every_secs=run_every_secs,
-      run_every_steps=run_every_steps)
-
-
-def stop_if_no_decrease_hook(estimator, metric_name, max_steps_without_decrease,
-                             eval_dir=None, min_steps=0, run_every_secs=60,
-                             run_every_steps=None):
-  """Stops when `metric_name` has not decreased for that many steps."""
-  return early_stopping.stop_if_no_decrease_hook(
-      _eval_dir(estimator, eval_dir), metric_name, max_steps_without_decrease,
-      min_steps=min_steps, run_every_secs=run_every_secs,
-      run_every_steps=run_every_steps)
+stop_if_higher_hook = _reading_eval_dir(early_stopping.stop_if_higher_hook)
+stop_if_lower_hook = _reading_eval_dir(early_stopping.stop_if_lower_hook)
+stop_if_no_increase_hook = _reading_eval_dir(early_stopping.stop_if_no_increase_hook)
+stop_if_no_decrease_hook = _reading_eval_dir(early_stopping.stop_if_no_decrease_hook)
 
 
 def make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
