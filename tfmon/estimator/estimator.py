@@ -372,7 +372,7 @@ def _scaffold(scaffold):
     return tfmon_train.Scaffold()
   if isinstance(scaffold, tfmon_train.Scaffold):
     return scaffold
-  if isinstance(scaffold, tf.compat.v1.tfmon_train.Scaffold):
+  if isinstance(scaffold, tf.compat.v1.train.Scaffold):
     if scaffold.ready_op is not None:
       logging.info('The spec\'s Scaffold ready_op is ignored: eager variables '
                    'are always ready.')
