@@ -269,33 +269,49 @@ def test_tf1_saver_restores_a_tfmon_checkpoint_by_name(tmp_path):
       assert session.run(global_step) == 3
 
 
+@pytest.mark.parametrize('hook_module', ['tfmon', 'tf'])
 def test_training_runs_share_one_function_and_summaries_compute_on_recording_runs_only(
-    tmp_path):
+    tmp_path, hook_module):
   computed = []
 
   def count_summary_computation(loss):
     computed.append(loss)
     return np.float32(len(computed))
 
+  train = tfmon.train if hook_module == 'tfmon' else tf.compat.v1.train
   with tfmon.Graph().as_default():
     global_step, x, y, _, loss, _, train_op = _tf1_model()
     tf.compat.v1.summary.scalar('computations', tf.compat.v1.py_func(
         count_summary_computation, [loss], tf.float32))
     xb, yb = _batch()
-    hooks = [tfmon.train.StopAtStepHook(last_step=10),
-             tfmon.train.LoggingTensorHook({'loss': loss}, every_n_iter=4),
-             tf.compat.v1.train.NanTensorHook(loss)]
+    # The issue-14 scenario, TF1-style: MonitoredTrainingSession's defaults
+    # (summaries, step counter, checkpoints) with logging, NaN and stop hooks.
+    hooks = [train.StopAtStepHook(last_step=10),
+             train.LoggingTensorHook({'loss': loss, 'step': global_step}, every_n_iter=4),
+             train.NanTensorHook(loss),
+             train.CheckpointSaverHook(str(tmp_path), save_steps=4)]
     with tfmon.train.MonitoredTrainingSession(
         checkpoint_dir=str(tmp_path), hooks=hooks, save_summaries_steps=5,
-        save_checkpoint_steps=None, log_step_count_steps=None) as sess:
+        save_checkpoint_steps=None, log_step_count_steps=3) as sess:
       while not sess.should_stop():
         sess.run(train_op, feed_dict={x: xb, y: yb})
         raw = sess._tf_sess()  # pylint: disable=protected-access
       functions = raw.compiled_functions
   assert len(computed) == 2  # steps 1 and 6: the first run records, then every 5
-  # One function for the training runs, whichever hooks are due, and one for
-  # the recording runs; a hook's read of the global step at creation is the third.
-  assert functions <= 3
+  records = event_accumulator.EventAccumulator(str(tmp_path))
+  records.Reload()
+  assert [e.step for e in records.Scalars('computations')] == [1, 6]  # as TF1's
+  assert [e.value for e in records.Scalars('computations')] == [1.0, 2.0]
+  # TF's CheckpointSaverHook, given no saver, finds the default one TF1's
+  # Scaffold made; tfmon's saves through its own.
+  state = tf.train.get_checkpoint_state(str(tmp_path))
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths][-3:] == [
+      'model.ckpt-4', 'model.ckpt-8', 'model.ckpt-10']
+  # One function for every training run, whichever hooks are due and whether
+  # or not it records summaries (a `record` input gates them). TF's own hooks
+  # add two small ones: their one-off read of the global step at creation,
+  # and the save op of the v1 Saver their CheckpointSaverHook runs.
+  assert functions == (1 if hook_module == 'tfmon' else 3)
 
 
 def test_a_one_shot_iterator_continues_across_runs_with_other_fetches():

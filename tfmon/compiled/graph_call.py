@@ -4,23 +4,23 @@ A run's fetches are the graph's tensors, operations and names ('loss:0',
 'train_op'), its variables, and values, in any nest; its feeds are keyed by
 placeholders (or any tensor), by object or by name.
 
-What runs: functions pruned from the graph (`WrappedFunction.prune`), shared
-by runs as far as TF1's semantics allow:
+What runs: functions pruned from the graph (`WrappedFunction.prune`), one per
+family of runs, as far as TF1's semantics allow:
   - runs that change the same state (the same side-effecting ops among what
     their fetches need: optimizer updates, iterator reads, assignments) and
     feed the same tensors form a family. A hook's `session.run(loss)` changes
     no state that a training run's does not... but not the same state: it is
     its own family, and never trains;
-  - within a family, a run whose fetches need nothing beyond what a
-    function already computes uses that function, its fetches joining the
-    function's outputs (the union: a LoggingTensorHook's loss costs an output,
-    not a function). The union is seeded, when a family's first function is
-    built, with the graph tensors the session's hooks hold (`seed`): so hooks
-    that become due later find their tensors there, and no function is built
-    again for them;
-  - a run that needs more (a SummarySaverHook's merged summaries) gets a
-    function of its own, computing the family's union too: summaries are
-    computed on recording runs only, as TF1 computed them.
+  - a family's function computes the union of what its runs fetch: a run
+    that fetches something new (a LoggingTensorHook's loss) prunes the
+    family's function again with it, so it costs an output, not a function.
+    The union is seeded, when a family's first function is built, with the
+    graph tensors the session's hooks hold (`seed`): hooks that become due
+    later find their tensors there, and nothing is pruned again for them;
+  - v1 summaries, and the ops only they need, run inside a `tf.cond` on the
+    function's leading `record` input, true on the runs that fetch them (a
+    SummarySaverHook's recording runs): summaries compute on recording runs
+    only, as TF1 computed them, in the same function as the runs between.
 
 Each tf.data iterator (`make_one_shot_iterator`, `make_initializable_iterator`)
 is made once and its resource fed to every function: each pruned function
@@ -41,7 +41,6 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfmon.compiled import alongside
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 
@@ -81,21 +80,20 @@ class _ReadAfter:
 class _Function:
   """One pruned function: its outputs, the ops it runs, and how to call it."""
 
-  def __init__(self, call, tensors, operations, needs, base):
+  def __init__(self, call, tensors, operations, gated):
     self.call = call
     self.index = {id(t): i for i, t in enumerate(tensors)}
     self.tensors = tensors
     self.operations = operations
-    self.needs = needs  # ids of every op it runs
-    self.base = base  # ids of the ops the run it was built for needed
+    self.gated = gated  # takes a leading `record` input gating its summaries
     self.retired = False  # replaced by a function of a larger union
 
 
 class _Family:
-  """The functions of runs that change the same state with the same feeds."""
+  """The function of runs that change the same state with the same feeds."""
 
   def __init__(self):
-    self.functions = []
+    self.function = None
 
 
 class GraphCall:
@@ -118,7 +116,8 @@ class GraphCall:
     self._ops = {id(op): op for op in graph.get_operations()}
     self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
-    self._alongside = []  # Pending work for the next call (see alongside)
+    with tf.init_scope():  # a function's `record` input: whether the run records
+      self._record = {False: tf.constant(False), True: tf.constant(True)}
     _open_calls.add(self)
     self.functions_built = 0
 
@@ -167,8 +166,9 @@ class GraphCall:
     outputs = None
     if function is not None:
       inputs = [value for _, value in feeds] + [h for _, h in self._iterators]
-      outputs = (alongside.call_alongside(self._alongside, function.call, inputs)
-                 if self._alongside else function.call(inputs))
+      if function.gated:
+        inputs.insert(0, self._record[plan.records])
+      outputs = function.call(inputs)
     results = []
     for leaf, kind, element, value in zip(flat, plan.kinds, plan.elements, before):
       if kind == _OUTPUT:
@@ -272,64 +272,76 @@ class GraphCall:
     if self._iterators is None:
       self._iterators = self._make_iterators()
     stops = {id(t.op) for t in fed} | {id(t.op) for t, _ in self._iterators}
-    needs = set(_needed_ops(plan.tensors + plan.operations, stops))
-    effects = frozenset(i for i in needs if _changes_state(self._ops[i]))
+    # Summaries compute on recording runs only (see _prune): what they change
+    # is no part of the state a family shares.
+    effects = _effects([t for t in plan.tensors if not _is_summary(t)] + plan.operations,
+                       stops, self._ops)
     family = self._families.setdefault(
         (effects, tuple(t.name for t in fed)), _Family())
-    # A function serves a run that needs what it was built for, and no more
-    # than it computes: a recording run's function (summaries) does not serve
-    # the runs between.
-    serving = [f for f in family.functions if f.base <= needs <= f.needs]
-    for function in sorted(serving, key=lambda f: len(f.needs)):
-      if all(id(t) in function.index for t in plan.tensors) and all(
-          any(op is o for o in function.operations) for op in plan.operations):
-        return function
-    if serving:  # the run needs nothing more: its fetches join the union
-      base = min(serving, key=lambda f: len(f.needs))
-      family.functions.remove(base)
-      base.retired = True  # plans holding it look again
-      tensors = base.tensors + [t for t in plan.tensors if id(t) not in base.index]
-      operations = base.operations + [o for o in plan.operations
-                                      if not any(o is b for b in base.operations)]
-      needs = base.base
-    else:
-      # A function of its own, computing what the family's smaller functions do.
-      tensors, operations = list(plan.tensors), list(plan.operations)
-      for other in family.functions:
-        if other.needs <= needs:
-          tensors += [t for t in other.tensors if not any(t is u for u in tensors)]
-          operations += [o for o in other.operations if not any(o is u for u in operations)]
-      if not family.functions:  # the first: seeded with what hooks hold
-        tensors += [t for t in self._seeds if not any(t is u for u in tensors) and
-                    set(_needed_ops([t], stops)) <= needs]
-    function = self._prune(fed, tensors, operations, stops, needs)
-    family.functions.append(function)
-    self._prepare_runs_between(family, fed, tensors, operations, stops)
-    return function
+    current = family.function
+    if current is not None and all(id(t) in current.index for t in plan.tensors) and all(
+        any(op is o for o in current.operations) for op in plan.operations):
+      return current
+    tensors, operations = list(plan.tensors), list(plan.operations)
+    if current is not None:  # the run needs more: its fetches join the union
+      current.retired = True  # plans holding it look again
+      tensors += current.tensors
+      operations += current.operations
+    else:  # the family's first function: seeded with what hooks hold
+      tensors += [t for t in self._seeds if self._can_join(t, effects, stops)]
+    family.function = self._prune(fed, _unique(tensors), _unique(operations), stops)
+    return family.function
 
-  def _prepare_runs_between(self, family, fed, tensors, operations, stops):
-    """For a recording run's function (one with summaries), prunes the function
-    the runs between recordings will want, alongside the call it is built for:
-    pruning a graph the size of TF's CIFAR-10 tutorial takes ~0.2 s of Python,
-    which would otherwise delay the second step."""
-    rest = [t for t in tensors if not _is_summary(t)]
-    if len(rest) == len(tensors):
-      return
-    needs = set(_needed_ops(rest + operations, stops))
-    if any(f.base <= needs <= f.needs for f in family.functions):
-      return
-    self._alongside.append(alongside.Pending(lambda: family.functions.append(
-        self._prune(fed, rest, operations, stops, needs))))
+  def _can_join(self, tensor, effects, stops):
+    """Whether a function of `effects` may compute `tensor`: it changes no other
+    state, and needs no placeholder the family does not feed."""
+    needed = _needed_ops([tensor], stops)
+    captures = self.graph.captured_placeholder_ids()
+    return (_is_summary(tensor) or _effects([tensor], stops, self._ops) <= effects) and not any(
+        op.type == 'Placeholder' and i not in captures for i, op in needed.items())
 
-  def _prune(self, fed, tensors, operations, stops, base):
-    tensors, operations = _unique(tensors), _unique(operations)
+  def _prune(self, fed, tensors, operations, stops):
+    """A function computing `tensors` and running `operations` from `fed` and
+    the iterators' handles. Summaries among the tensors, and the ops only they
+    need, run in a `tf.cond` on a leading `record` input (see the module doc)."""
     sources = list(fed) + [t for t, _ in self._iterators]
-    pruned = self.graph.wrapped_function().prune(sources, tensors + operations)
+    wrapped = self.graph.wrapped_function()
+    summaries = [t for t in tensors if _is_summary(t)]
+    rest = [t for t in tensors if not _is_summary(t)]
     self.functions_built += 1
-    function = _Function(compiled_call.flat_caller(pruned), tensors, operations,
-                         set(_needed_ops(tensors + operations, stops)), base)
-    self._keep.append(pruned)
-    return function
+    if not summaries:
+      pruned = wrapped.prune(sources, rest + operations)
+      self._keep.append(pruned)
+      return _Function(compiled_call.flat_caller(pruned), rest, operations, False)
+    always = _needed_ops(rest + operations, stops)
+    # Variable reads stay ungated: a summary of a weight reads it with the step.
+    gated = {i: op for i, op in _needed_ops(summaries, stops).items()
+             if i not in always and op.type != 'ReadVariableOp'}
+    captures = self.graph.captured_placeholder_ids()
+    frontier = _unique([t for op in gated.values() for t in op.inputs
+                        if id(t.op) not in gated and id(t.op) not in captures])
+    source_index = {id(t): i for i, t in enumerate(sources)}
+    computed = [t for t in frontier if id(t) not in source_index]
+    main = wrapped.prune(sources, rest + computed + operations)
+    gate = wrapped.prune(frontier, summaries)
+    self._keep += [main, gate]
+
+    def step(record, *inputs):
+      outputs = main._call_flat(list(inputs), main.captured_inputs) or []  # pylint: disable=protected-access
+      values = dict(zip(map(id, computed), outputs[len(rest):]))
+      given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
+               for t in frontier]
+      recorded = tf.cond(
+          record,
+          lambda: gate._call_flat(given, gate.captured_inputs),  # pylint: disable=protected-access
+          lambda: [tf.constant(b'') for _ in summaries])
+      return list(outputs[:len(rest)]) + list(recorded)
+
+    specs = [tf.TensorSpec([], tf.bool)] + [tf.TensorSpec(t.shape, t.dtype) for t in sources]
+    with tf.init_scope():
+      concrete = tf.function(step, autograph=False).get_concrete_function(*specs)
+    self._keep.append(concrete)
+    return _Function(compiled_call.flat_caller(concrete), rest + summaries, operations, True)
 
   def _make_iterators(self):
     """Each iterator's resource, made once (see the module doc).
@@ -446,6 +458,7 @@ class _Plan:
         self.kinds.append(_VARIABLE)
       else:
         self.kinds.append(_VALUE)
+    self.records = any(_is_summary(t) for t in self.tensors)
     self.function = None
 
 
@@ -466,6 +479,11 @@ def _needed_ops(elements, stops):
 def _is_summary(tensor):
   """Whether `tensor` is a v1 summary (a serialized Summary proto)."""
   return tensor.dtype == tf.string and tensor.op.type.endswith('Summary')
+
+
+def _effects(elements, stops, ops):
+  """The ids of the state-changing ops that computing `elements` runs."""
+  return frozenset(i for i in _needed_ops(elements, stops) if _changes_state(ops[i]))
 
 
 def _unique(items):

@@ -164,6 +164,10 @@ class Graph(func_graph.FuncGraph):
     """The graph's global variables, each once, in the order made (TF1's Saver's)."""
     return _unique(self.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES))
 
+  def captured_placeholder_ids(self):
+    """The ids of the ops standing for captured eager values (variables' handles)."""
+    return {id(t.op) for t in self.internal_captures}
+
   def wrapped_function(self):
     """The whole graph as a WrappedFunction, to prune (made once, when finalized)."""
     if self._wrapped is None or not self.finalized:

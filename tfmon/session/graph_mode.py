@@ -29,6 +29,13 @@ class GraphModeHook(tf.compat.v1.train.SessionRunHook):
   def begin(self):
     with self._graph.as_default():
       self.hook.begin()
+      if (isinstance(self.hook, tf.compat.v1.train.CheckpointSaverHook) and
+          not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)):
+        # TF1's Scaffold.finalize() made the default Saver, which TF's
+        # CheckpointSaverHook looks up when given neither saver nor scaffold.
+        tf.compat.v1.add_to_collection(
+            tf.compat.v1.GraphKeys.SAVERS,
+            tf.compat.v1.train.Saver(sharded=True, allow_empty=True))
 
   def after_create_session(self, session, coord):
     with self._graph.as_default():
