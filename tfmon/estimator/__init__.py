@@ -8,9 +8,11 @@ from tfmon.estimator import inputs
 from tfmon.estimator.estimator import Estimator
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
 from tfmon.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
+from tfmon.estimator.warm_start import VocabInfo, WarmStartSettings
 
 __all__ = ['Estimator', 'EstimatorSpec', 'EvalSpec', 'ModeKeys', 'RunConfig',
-           'TrainSpec', 'experimental', 'inputs', 'train_and_evaluate']
+           'TrainSpec', 'VocabInfo', 'WarmStartSettings', 'experimental', 'inputs',
+           'train_and_evaluate']
 
 # tf.estimator names tfmon does not provide, and what to use instead.
 _NOT_PROVIDED = {
@@ -26,8 +28,6 @@ _NOT_PROVIDED.update({
 _NOT_PROVIDED.update({
     name: 'exporting is not supported yet: the checkpoints in model_dir hold the model'
     for name in ('LatestExporter', 'BestExporter', 'FinalExporter', 'export')})
-_NOT_PROVIDED['WarmStartSettings'] = (
-    'warm starting is not supported yet: copy the checkpoint into model_dir')
 
 
 def __getattr__(name):

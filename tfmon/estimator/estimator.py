@@ -23,12 +23,12 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from tfmon import summaries
 from tfmon import train as tfmon_train
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
+from tfmon.estimator import warm_start
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
 
 _MODEL_FN_ARGS = ('features', 'labels', 'mode', 'params', 'config')
@@ -44,12 +44,16 @@ class Estimator:
       directory, logged; or `config.model_dir`).
     config: A `RunConfig`.
     params: A dict handed to `model_fn` as `params`.
-    warm_start_from: Must be None: warm starting is not supported yet.
+    warm_start_from: A checkpoint, a directory holding one, a SavedModel
+      directory, or a `WarmStartSettings`: `train` starts the model's
+      trainable variables from it (the settings' variables) when `model_dir`
+      holds no checkpoint yet, as TF1 did.
 
   Raises:
     TypeError: a `model_fn` that is not callable or takes other arguments, or a
       `config` that is not a RunConfig.
-    ValueError: `model_dir` and `config.model_dir` that differ, or `warm_start_from`.
+    ValueError: `model_dir` and `config.model_dir` that differ, or a
+      `warm_start_from` that is neither a path nor WarmStartSettings.
   """
 
   def __init__(self, model_fn, model_dir=None, config=None, params=None,
@@ -65,11 +69,7 @@ class Estimator:
       config = RunConfig()
     if not isinstance(config, RunConfig):
       raise TypeError(f'config={config!r} must be a tfmon.estimator.RunConfig.')
-    if warm_start_from is not None:
-      raise ValueError(
-          f'warm_start_from={warm_start_from!r}: warm starting is not supported by '
-          'tfmon.estimator yet. Copy the checkpoint into model_dir to continue from '
-          'it (a TF1 checkpoint restores by variable name).')
+    self._warm_start_settings = warm_start.settings_from(warm_start_from)
     if model_dir and config.model_dir and os.path.abspath(os.path.expanduser(
         model_dir)) != os.path.abspath(os.path.expanduser(config.model_dir)):
       raise ValueError(f'model_dir={model_dir!r} and config.model_dir='
@@ -136,6 +136,9 @@ class Estimator:
       global_step = tf.compat.v1.train.get_or_create_global_step()
       features, labels, input_hooks = _input(input_fn, self._params, config)
       spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+      if self._warm_start_settings and not warm_start.holds_checkpoint(self._model_dir):
+        logging.info('Warm-starting with WarmStartSettings: %s', self._warm_start_settings)
+        warm_start.warm_start(*self._warm_start_settings)
       worker_hooks = input_hooks + list(spec.training_hooks) + list(hooks or []) + [
           tfmon_train.NanTensorHook(spec.loss),
           tfmon_train.LoggingTensorHook({'loss': spec.loss, 'step': global_step},
@@ -386,13 +389,4 @@ def _checkpoint_step(path):
   return int(tail) if tail.isdigit() else -1
 
 
-def _checkpoint_keys(path):
-  """`{TF1 variable name: checkpoint key}` of a checkpoint, TF1's or tfmon's."""
-  reader = tf.train.load_checkpoint(path)
-  if not reader.has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'):
-    return {name: name for name in reader.get_variable_to_shape_map()}
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'))
-  return {a.full_name: a.checkpoint_key for node in graph.nodes
-          for a in node.attributes if a.full_name and a.full_name != 'save_counter'}
-
+_checkpoint_keys = warm_start.checkpoint_keys
