@@ -11,8 +11,7 @@ through tfmon. The port is the two names in `main`:
     tf.Graph                              -> tfmon.Graph
     tf.compat.v1.train.MonitoredTrainingSession -> tfmon.train.MonitoredTrainingSession
 
-Two changes to the tutorial itself: the moving averages of the loss tensors
-(see `_add_loss_summaries`), and the input: its queue-runner reader
+One change to the tutorial itself, the input: its queue-runner reader
 (`cifar10_input.distorted_inputs`) becomes a tf.data pipeline of random 24x24
 images (queue runners are refused, with this fix), read through a one-shot
 iterator, as TF1 code written for tf.data did.
@@ -130,15 +129,16 @@ def loss(logits, labels):
 
 
 def _add_loss_summaries(total_loss):
-  # The one edit to the tutorial's model code: it averaged the loss *tensors*
-  # with ExponentialMovingAverage, which TF 2 refuses outside TF1's own graph
-  # mode ("does not support non-Variable tensors when eager execution is
-  # enabled"); the raw losses are recorded instead. Averages of variables
-  # (below, in train) work as in TF1.
+  # Compute the moving average of all individual losses and the total loss.
+  loss_averages = v1.train.ExponentialMovingAverage(0.9, name='avg')
   losses = v1.get_collection('losses')
+  loss_averages_op = loss_averages.apply(losses + [total_loss])
+  # Attach a scalar summary to all individual losses and the total loss; do the
+  # same for the averaged version of the losses.
   for l in losses + [total_loss]:
     v1.summary.scalar(l.op.name + ' (raw)', l)
-  return tf.no_op()
+    v1.summary.scalar(l.op.name, loss_averages.average(l))
+  return loss_averages_op
 
 
 def train(total_loss, global_step):

@@ -51,3 +51,10 @@ def test_v1_layers_without_tf_keras_say_how_to_install_it(monkeypatch):
   with pytest.raises(ImportError, match=r'tf.compat.v1.layers.dense needs the tf_keras '
                      r'package.*pip install --no-deps tf_keras'):
     stand_in.dense  # pylint: disable=pointless-statement
+
+
+def test_moving_averages_checks_eager_mode_through_its_ops_module():
+  # graph_capture lets ExponentialMovingAverage average tensors, as TF1 did, by
+  # answering this one check as TF1's graph mode would.
+  from tensorflow.python.training import moving_averages  # pylint: disable=g-import-not-at-top
+  assert callable(moving_averages.ops.executing_eagerly_outside_functions)

@@ -488,3 +488,56 @@ def test_graphs_made_one_after_another_keep_their_iterators_apart():
         assert np.size(sess.run(element)) == components
     del dataset, iterator, element, sess
     gc.collect()  # frees the graph: its id may be the next one's
+
+
+def _averaged_losses_model():
+  """TF1 code averaging loss *tensors* (TF's CIFAR-10 tutorial does) and making
+  a variable from a graph tensor."""
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  x = tf.compat.v1.placeholder(tf.float32, [None, 2], name='x')
+  start = tf.constant([[1.0], [-1.0]]) * 0.5
+  weights = tf.compat.v1.get_variable('w', initializer=start)
+  doubled = tf.compat.v1.Variable(start * 2, name='doubled')
+  loss = tf.reduce_mean(tf.square(tf.matmul(x, weights) - 1.0), name='loss')
+  averages = tf.compat.v1.train.ExponentialMovingAverage(0.5, name='avg')
+  average_op = averages.apply([loss])
+  with tf.control_dependencies([average_op]):
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=global_step)
+  return x, train_op, averages.average(loss), doubled
+
+
+def test_moving_averages_of_tensors_and_tensor_initial_values_as_in_tf1(tmp_path):
+  batch = np.array([[1.0, 2.0], [3.0, -1.0]])
+  with tf.Graph().as_default():
+    x, train_op, average, doubled = _averaged_losses_model()
+    with tf.compat.v1.train.MonitoredTrainingSession() as sess:
+      for _ in range(3):
+        sess.run(train_op, feed_dict={x: batch})
+      expected = sess.run([average, doubled])
+  with tfmon.Graph().as_default():
+    x, train_op, average, doubled = _averaged_losses_model()
+    assert average.name == 'loss/avg:0'  # TF1's slot name, so its checkpoints match
+    # TF1's idiom for a variable made from another's value (TF 2.21's own
+    # graph mode raises NotImplementedError for it).
+    tripled = tf.compat.v1.Variable(
+        tf.compat.v1.trainable_variables()[0].initialized_value() * 3)
+    with tf.init_scope():
+      np.testing.assert_allclose(tripled.numpy(), [[1.5], [-1.5]])
+    with tfmon.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path)) as sess:
+      for _ in range(3):
+        sess.run(train_op, feed_dict={x: batch})
+      got = sess.run([average, doubled])
+  np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+  np.testing.assert_array_equal(got[1], [[1.0], [-1.0]])
+  np.testing.assert_array_equal(expected[1], [[1.0], [-1.0]])
+  assert 'variables/loss.Savg/.ATTRIBUTES/VARIABLE_VALUE' in dict(  # saved
+      tf.train.list_variables(str(tmp_path)))
+
+
+def test_a_variable_initialized_from_a_placeholder_is_refused_with_the_fix():
+  with tfmon.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [2], name='x')
+    with pytest.raises(ValueError, match=r"initial value of variable 'v'.*x.*not from "
+                       r'placeholders'):
+      tf.compat.v1.get_variable('v', initializer=x * 2)

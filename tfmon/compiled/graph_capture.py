@@ -37,6 +37,9 @@ from tensorflow.python.client import session as tf_session
 from tensorflow.python.eager import context
 from tensorflow.python.eager import wrap_function
 from tensorflow.python.framework import func_graph
+from tensorflow.python.training import moving_averages
+
+# (and `moving_averages.ops`: see _tf1_moving_averages.)
 
 # TF1's Saver.save and restore accept only instances of this base class; a
 # tfmon session derives from it, so TF1 code can save through it.
@@ -66,6 +69,7 @@ class Graph(func_graph.FuncGraph):
   @contextlib.contextmanager
   def as_default(self):
     _route_v1_layers_to_tf_keras()
+    _average_tensors_as_tf1_did()
     # One creator however deeply entered (TF1 code re-enters its graph).
     creator = (contextlib.nullcontext() if self._entered else
                tf.variable_creator_scope(self._create_variable))
@@ -123,6 +127,9 @@ class Graph(func_graph.FuncGraph):
       with tf.compat.v1.name_scope(kwargs.get('name'), 'Variable') as scope:
         kwargs['name'] = scope
     local = tf.compat.v1.GraphKeys.LOCAL_VARIABLES in (kwargs.get('collections') or ())
+    initial_value = kwargs.get('initial_value')
+    if isinstance(initial_value, tf.Tensor) and getattr(initial_value, 'graph', None) is self:
+      kwargs['initial_value'] = self._evaluate(initial_value, kwargs['name'])
     variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
       initial = None
@@ -136,6 +143,23 @@ class Graph(func_graph.FuncGraph):
       variable._tfmon_initial_value = initial  # pylint: disable=protected-access
       variable._tfmon_initializer = None  # pylint: disable=protected-access
     return variable
+
+  def _evaluate(self, tensor, name):
+    """The value of a graph tensor computed from no placeholder: a variable's
+    initial value, which TF1 computed when its initializer ran and an eager
+    variable needs when it is made."""
+    try:
+      with tf.init_scope():
+        pruned = wrap_function.WrappedFunction(self, self._variable_holder).prune(
+            [], [tensor])
+        return pruned()[0]
+    except Exception as e:  # pylint: disable=broad-except
+      # prune's UnliftableError (not exported) names the placeholder.
+      raise ValueError(
+          f'The initial value of variable {name.rstrip("/")!r} ({tensor.name}) cannot '
+          f'be computed when the variable is made: {str(e).splitlines()[0]}. Compute it from '
+          'constants, initializers and other variables, not from placeholders or '
+          'the input; or assign the value in a run after the session starts.') from None
 
   def finalize(self):
     """Finalizes the graph, as TF1's sessions did, after giving each resource
@@ -246,6 +270,10 @@ class _GraphVariable:
     # is never read.
     return tf.zeros(self.shape, self.dtype) if value is None else tf.identity(value)
 
+  def initialized_value(self):
+    """Its value once initialized, as TF1's: an eager variable always is."""
+    return self.read_value()
+
   @property
   def initializer(self):
     """An op that re-initializes a local variable (a v1 metric's total), as TF1's
@@ -312,6 +340,53 @@ def running(graph):
       yield
   finally:
     _running.graph = previous
+
+
+_averages_patched = []
+
+
+def _average_tensors_as_tf1_did():
+  """Lets `ExponentialMovingAverage.apply` average tensors in a captured graph.
+
+  TF1 code averages tensors (TF's CIFAR-10 tutorial its losses), which TF 2
+  refuses whenever eager execution is on outside functions, as it is around a
+  captured graph ("does not support non-Variable tensors when eager execution
+  is enabled"); its code for tensors is TF1's and works here. So while `apply`
+  runs in a captured graph's code, the module's one check sees TF1's graph
+  mode. Without `moving_averages.ops` (a TF upgrade), TF's own error stands.
+  """
+  if _averages_patched:
+    return
+  _averages_patched.append(True)
+  cls = tf.compat.v1.train.ExponentialMovingAverage
+  original = cls.apply
+  tf_ops = getattr(moving_averages, 'ops', None)
+  if tf_ops is None or not hasattr(tf_ops, 'executing_eagerly_outside_functions'):
+    return
+
+  class _OpsInTf1Graph(types.ModuleType):
+    def __getattr__(self, name):
+      return getattr(tf_ops, name)
+
+    @staticmethod
+    def executing_eagerly_outside_functions():
+      return False
+
+  in_tf1_graph = _OpsInTf1Graph('ops')
+
+  def apply(self, var_list=None):
+    if not (isinstance(tf.compat.v1.get_default_graph(), Graph) and
+            not tf.executing_eagerly() and
+            any(isinstance(v, tf.Tensor) for v in var_list or ())):
+      return original(self, var_list)
+    moving_averages.ops = in_tf1_graph
+    try:
+      return original(self, var_list)
+    finally:
+      moving_averages.ops = tf_ops
+
+  apply.__doc__ = original.__doc__
+  cls.apply = apply
 
 
 _layers_routed = []
