@@ -14,5 +14,5 @@ setuptools.setup(
         'numpy',
         'absl-py',
     ],
-    extras_require={'test': ['pytest']},
+    extras_require={'test': ['pytest', 'pandas']},  # pandas: pandas_input_fn's tests
 )
