@@ -28,6 +28,9 @@ def model_fn(features, labels, mode, params):
       fc.indicator_column(color),
       fc.embedding_column(city, dimension=3)])
   logits = tf.compat.v1.layers.dense(tf.compat.v1.layers.dense(net, 8, tf.nn.relu), 2)
+  logits += tf.compat.v1.feature_column.linear_model(features, [
+      fc.crossed_column(['color', 'city'], hash_bucket_size=16),
+      fc.categorical_column_with_hash_bucket('city', hash_bucket_size=8)], units=2)
   classes = tf.argmax(logits, 1)
   if mode == estimator.ModeKeys.PREDICT:
     return estimator.EstimatorSpec(mode, predictions={'classes': classes})
@@ -49,6 +52,7 @@ def test_a_model_fn_of_feature_columns_trains_evaluates_and_predicts(tmp_path):
       frame, labels, batch_size=16, num_epochs=None, shuffle=True), steps=150)
   assert model.get_variable_value(
       'input_layer/city_embedding/embedding_weights').shape == (4, 3)
+  assert model.get_variable_value('linear_model/city_X_color/weights').shape == (16, 2)
 
   test_frame, test_labels = _frame(1)
   results = model.evaluate(estimator.inputs.pandas_input_fn(
