@@ -72,6 +72,23 @@ def test_warm_starts_from_a_tf1_savers_checkpoint(tmp_path):
     np.testing.assert_array_equal(model.get_variable_value(name), reader.get_tensor(name))
 
 
+def test_warm_starts_from_a_tf1_saved_model(tmp_path):
+  with tf.Graph().as_default():
+    features, labels = tf.compat.v1.data.make_one_shot_iterator(_input()).get_next()
+    tf.compat.v1.train.get_or_create_global_step()
+    model_fn(features, labels, estimator.ModeKeys.TRAIN, {'rate': 0.5})
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      kernel = session.run(tf.compat.v1.trainable_variables()[0])
+      builder = tf.compat.v1.saved_model.Builder(str(tmp_path / 'export'))
+      builder.add_meta_graph_and_variables(session, ['serve'])
+      builder.save()
+
+  model = _frozen(tmp_path / 'new', str(tmp_path / 'export'))  # its variables/
+  model.train(_input, steps=1)
+  np.testing.assert_array_equal(model.get_variable_value('dense/kernel'), kernel)
+
+
 def test_warm_starts_from_another_estimators_model_dir(tmp_path, trained_dir):
   source = _values(trained_dir)
   model = _frozen(tmp_path, trained_dir)  # a directory: its latest checkpoint
