@@ -28,6 +28,7 @@ from tfmon import summaries
 from tfmon import train as tfmon_train
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
+from tfmon.estimator import export as export_lib
 from tfmon.estimator import warm_start
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
 
@@ -281,6 +282,45 @@ class Estimator:
     finally:
       with graph.as_default():
         session.close()
+
+  # ---- export ----
+
+  def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+                         assets_extra=None, as_text=False, checkpoint_path=None,
+                         experimental_mode=ModeKeys.PREDICT):
+    """Exports the PREDICT graph, from a checkpoint, as a TF2 SavedModel.
+
+    Builds the graph of `model_fn` on the features of
+    `serving_input_receiver_fn`, restores the checkpoint into it, and writes a
+    SavedModel (`tf.saved_model.load` reads it) with a signature for each of the
+    spec's `export_outputs` (default: `serving_default`, the predictions) into
+    `export_dir_base/<unix seconds>`. See tfmon/estimator/export.py.
+
+    Args:
+      export_dir_base: The directory in which to make the export's directory.
+      serving_input_receiver_fn: Takes no arguments and returns a
+        `tfmon.estimator.export.ServingInputReceiver` (or
+        `TensorServingInputReceiver`).
+      assets_extra: A dict of destination (relative to `assets.extra`) to the
+        file to copy there.
+      as_text: Write `saved_model.pbtxt` instead of `saved_model.pb`.
+      checkpoint_path: The checkpoint (default: the latest in `model_dir`).
+      experimental_mode: Must be `ModeKeys.PREDICT`.
+
+    Returns:
+      The export's directory, as bytes.
+
+    Raises:
+      ValueError: no receiver fn, no checkpoint, variables the checkpoint
+        lacks, or several export outputs none of which is the default.
+      TypeError: a receiver fn returning something else than a receiver.
+    """
+    return export_lib.export_saved_model(
+        self, export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
+        as_text=as_text, checkpoint_path=checkpoint_path,
+        experimental_mode=experimental_mode)
+
+  export_savedmodel = export_saved_model  # TF1's deprecated name
 
   def eval_dir(self, name=None):
     """Where `evaluate(name=name)` writes its results."""

@@ -1,0 +1,197 @@
+"""Estimator.export_saved_model and serving receivers: TF2 SavedModels that
+serve what Estimator.predict predicts."""
+
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfmon import estimator
+from tfmon.estimator import export
+
+NAMES = ['setosa', 'versicolor', 'virginica']
+
+
+def _data(seed=0, n=64):
+  rng = np.random.default_rng(seed)
+  centers = rng.normal(scale=3.0, size=(3, 4)).astype(np.float32)
+  labels = rng.integers(0, 3, size=n).astype(np.int64)
+  return centers[labels] + rng.normal(size=(n, 4)).astype(np.float32), labels
+
+
+def model_fn(features, labels, mode, params):
+  """TF1 Estimator code with a dict of features, and TF1's classification
+  signature (class names from a lookup table) when params['classify']."""
+  weights = tf.compat.v1.get_variable('dense/kernel', [4, 3])
+  bias = tf.compat.v1.get_variable('dense/bias', [3],
+                                   initializer=tf.compat.v1.zeros_initializer())
+  logits = tf.matmul(features['x'], weights) + bias
+  predictions = {'classes': tf.argmax(logits, 1),
+                 'probabilities': tf.nn.softmax(logits)}
+  if mode == estimator.ModeKeys.PREDICT:
+    export_outputs = None
+    if params.get('classify'):
+      table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+          tf.range(3, dtype=tf.int64), tf.constant(NAMES)), 'unknown')
+      predictions['names'] = table.lookup(predictions['classes'])
+      export_outputs = {
+          'serving_default': export.ClassificationOutput(
+              scores=predictions['probabilities'], classes=predictions['names']),
+          'predict': export.PredictOutput(predictions)}
+    return estimator.EstimatorSpec(mode=mode, predictions=predictions,
+                                   export_outputs=export_outputs)
+  loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+  if mode == estimator.ModeKeys.TRAIN:
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+  return estimator.EstimatorSpec(mode=mode, loss=loss)
+
+
+def _train_input():
+  features, labels = _data()
+  return tf.data.Dataset.from_tensor_slices(({'x': features}, labels)).repeat().batch(8)
+
+
+def _eval_input():
+  features, labels = _data()
+  return tf.data.Dataset.from_tensor_slices(({'x': features}, labels)).batch(32)
+
+
+def _trained(model_dir, classify=False, steps=5):
+  model = estimator.Estimator(model_fn, model_dir=str(model_dir),
+                              params={'classify': classify})
+  return model.train(_train_input, steps=steps)
+
+
+def _predicted(model, x):
+  return list(model.predict(
+      lambda: tf.data.Dataset.from_tensor_slices({'x': x}).batch(len(x)),
+      predict_keys=['classes', 'probabilities'], yield_single_examples=False))[0]
+
+
+def _examples(x):
+  return tf.constant([tf.train.Example(features=tf.train.Features(feature={
+      'x': tf.train.Feature(float_list=tf.train.FloatList(value=row))})).SerializeToString()
+                      for row in x])
+
+
+def test_export_serves_what_predict_predicts(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  model = _trained(tmp_path / 'model')
+  receiver_fn = export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, 4])})
+  path = model.export_saved_model(str(tmp_path / 'serving'), receiver_fn)
+
+  assert isinstance(path, bytes)  # as TF1 returned it
+  version = os.path.basename(path.decode())
+  assert version.isdigit() and os.listdir(tmp_path / 'serving') == [version]  # no temp-
+  assert "Signatures INCLUDED in export for Predict: ['serving_default']" in caplog.text
+  assert f'SavedModel written to: {path.decode()}' in caplog.text
+
+  loaded = tf.saved_model.load(path.decode())
+  assert list(loaded.signatures) == ['serving_default']
+  x = _data(seed=1, n=6)[0]
+  served = loaded.signatures['serving_default'](x=tf.constant(x))
+  predicted = _predicted(model, x)
+  np.testing.assert_allclose(served['probabilities'], predicted['probabilities'], rtol=1e-6)
+  np.testing.assert_array_equal(served['classes'], predicted['classes'])
+  # The checkpoint's values, saved by TF1 name (not the initializers').
+  kernel = {v.name: v for v in loaded.variables}['dense/kernel:0']
+  np.testing.assert_array_equal(kernel, model.get_variable_value('dense/kernel'))
+
+
+def test_parsing_receiver_and_classification_signature(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  model = _trained(tmp_path / 'model', classify=True)
+  feature_spec = {'x': tf.io.FixedLenFeature([4], tf.float32)}
+  parsing_fn = export.build_parsing_serving_input_receiver_fn(feature_spec)
+
+  def receiver_fn():  # the parsed features may be fed directly too: 'raw:<key>'
+    receiver = parsing_fn()
+    return export.ServingInputReceiver(receiver.features, receiver.receiver_tensors,
+                                       {'raw': receiver.features})
+
+  vocabulary = tmp_path / 'vocab.txt'
+  vocabulary.write_text('\n'.join(NAMES))
+  path = model.export_saved_model(
+      str(tmp_path / 'serving'), receiver_fn, as_text=True,
+      assets_extra={'labels/vocab.txt': str(vocabulary)}).decode()
+
+  assert "Signatures INCLUDED in export for Classify: ['serving_default']" in caplog.text
+  # A classification takes one string input: not the raw features (as in TF1).
+  assert "'raw:serving_default' : Classification signatures can only accept" in caplog.text
+  assert sorted(os.listdir(path)) == ['assets', 'assets.extra', 'fingerprint.pb',
+                                      'saved_model.pbtxt', 'variables']
+  assert (tmp_path / path / 'assets.extra/labels/vocab.txt').read_text() == (
+      vocabulary.read_text())
+
+  loaded = tf.saved_model.load(path)
+  assert sorted(loaded.signatures) == ['predict', 'raw:predict', 'serving_default']
+  x = _data(seed=2, n=5)[0]
+  predicted = _predicted(model, x)
+  classified = loaded.signatures['serving_default'](inputs=_examples(x))
+  assert [c.decode() for c in classified['classes'].numpy()] == [
+      NAMES[i] for i in predicted['classes']]
+  np.testing.assert_allclose(classified['scores'], predicted['probabilities'], rtol=1e-6)
+  by_examples = loaded.signatures['predict'](examples=_examples(x))
+  np.testing.assert_array_equal(by_examples['names'], classified['classes'])
+  raw = loaded.signatures['raw:predict'](x=tf.constant(x))
+  np.testing.assert_allclose(raw['probabilities'], predicted['probabilities'], rtol=1e-6)
+
+
+def test_a_model_dir_written_by_tf1_exports(tmp_path):
+  # What TF <= 2.15's Estimator left: a TF1 Saver's name-based checkpoint.
+  with tf.Graph().as_default():
+    features, labels = tf.compat.v1.data.make_one_shot_iterator(_train_input()).get_next()
+    tf.compat.v1.train.get_or_create_global_step()
+    spec = model_fn(features, labels, estimator.ModeKeys.TRAIN, {})
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run(spec.train_op)
+      tf.compat.v1.train.Saver().save(session, str(tmp_path / 'model.ckpt'), global_step=1)
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={})
+  path = model.export_saved_model(
+      str(tmp_path / 'serving'),
+      export.build_raw_serving_input_receiver_fn({'x': np.zeros([1, 4], np.float32)}))
+  x = _data(seed=3, n=4)[0]
+  served = tf.saved_model.load(path.decode()).signatures['serving_default'](x=tf.constant(x))
+  np.testing.assert_allclose(served['probabilities'],
+                             _predicted(model, x)['probabilities'], rtol=1e-6)
+
+
+def test_export_refuses_what_cannot_be_served_naming_the_fix(tmp_path):
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path / 'model'), params={})
+  raw_fn = export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, 4])})
+  with pytest.raises(ValueError, match="Couldn't find trained model at .*model: train"):
+    model.export_saved_model(str(tmp_path / 'serving'), raw_fn)
+  model.train(_train_input, steps=1)
+  with pytest.raises(ValueError, match='An input_receiver_fn must be defined.'):
+    model.export_saved_model(str(tmp_path / 'serving'), None)
+  with pytest.raises(TypeError, match=r'serving_input_receiver_fn returned \{.* of type '
+                     'dict: it must return a tfmon.estimator.export.ServingInputReceiver'):
+    model.export_saved_model(str(tmp_path / 'serving'), lambda: {'x': tf.zeros([1, 4])})
+  eager = tf.zeros([1, 4])
+  with pytest.raises(ValueError, match=r"receiver_tensors\['x'\]=.* is not a dense tensor "
+                     'of the serving graph: make the receiver tensors inside'):
+    model.export_saved_model(str(tmp_path / 'serving'),
+                             lambda: export.ServingInputReceiver({'x': eager}, {'x': eager}))
+  with pytest.raises(ValueError, match='experimental_mode=.train.: tfmon exports the '
+                     'PREDICT graph only'):
+    model.export_saved_model(str(tmp_path / 'serving'), raw_fn,
+                             experimental_mode=estimator.ModeKeys.TRAIN)
+  assert not os.path.exists(tmp_path / 'serving')  # nothing half-written
+
+  with pytest.raises(ValueError, match=r"features\['x'\] must be a Tensor, SparseTensor, "
+                     'or RaggedTensor; got array'):
+    export.ServingInputReceiver({'x': np.zeros([1, 4])}, {})
+  with pytest.raises(ValueError, match='receiver_tensors keys must be strings: 1 is a int'):
+    export.ServingInputReceiver({'x': eager}, {1: eager})
+  with pytest.raises(TypeError, match=r"features=\[.*\] must be a dict of feature name"):
+    export.build_raw_serving_input_receiver_fn([tf.zeros([1, 4])])
+  with pytest.raises(TypeError, match='feature_spec=.* must be a dict of feature name'):
+    export.build_parsing_serving_input_receiver_fn(tf.io.FixedLenFeature([4], tf.float32))
+  with pytest.raises(ValueError, match='Classification classes must be a string Tensor; '
+                     'got .* tf.strings.as_string'):
+    export.ClassificationOutput(classes=tf.constant([1]))
