@@ -164,5 +164,3 @@ def test_what_is_not_provided_says_what_to_use_instead():
     estimator.DNNClassifier  # pylint: disable=pointless-statement
   with pytest.raises(AttributeError, match='no TPUEstimator: TPUs are not supported'):
     estimator.TPUEstimator  # pylint: disable=pointless-statement
-  with pytest.raises(ValueError, match='exporters are not supported'):
-    estimator.EvalSpec(_eval_input, exporters=['latest'])

@@ -1,5 +1,5 @@
-"""Estimator.export_saved_model and serving receivers: TF2 SavedModels that
-serve what Estimator.predict predicts."""
+"""Estimator.export_saved_model, serving receivers, and the exporters of
+train_and_evaluate: TF2 SavedModels that serve what Estimator.predict predicts."""
 
 import logging
 import os
@@ -195,3 +195,68 @@ def test_export_refuses_what_cannot_be_served_naming_the_fix(tmp_path):
   with pytest.raises(ValueError, match='Classification classes must be a string Tensor; '
                      'got .* tf.strings.as_string'):
     export.ClassificationOutput(classes=tf.constant([1]))
+
+
+def test_exporters_export_into_model_dir_after_evaluations(tmp_path):
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={},
+                              config=estimator.RunConfig(save_checkpoints_steps=10))
+  receiver_fn = export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, 4])})
+  exporters = [estimator.LatestExporter('latest', receiver_fn, exports_to_keep=2),
+               estimator.BestExporter(serving_input_receiver_fn=receiver_fn),
+               estimator.FinalExporter('final', receiver_fn)]
+  results, exports = estimator.train_and_evaluate(
+      model, estimator.TrainSpec(_train_input, max_steps=30),
+      estimator.EvalSpec(_eval_input, throttle_secs=0, exporters=exporters))
+
+  assert results['global_step'] == 30
+  latest, best, final = (str(tmp_path / 'export' / name)
+                         for name in ('latest', 'best_exporter', 'final'))
+  # Evaluated (and exported) at steps 10, 20 and 30: the two newest kept.
+  assert len(os.listdir(latest)) == 2
+  assert 1 <= len(os.listdir(best)) <= 3  # the first evaluation's, then improvements
+  assert len(os.listdir(final)) == 1  # at the final evaluation only
+  # The last evaluation's exports, in the exporters' order (None: not exported).
+  assert exports[0] == os.path.join(latest, max(os.listdir(latest))).encode()
+  assert exports[1] in (None, os.path.join(best, max(os.listdir(best))).encode())
+  assert exports[2] == os.path.join(final, os.listdir(final)[0]).encode()
+  kernel = tf.saved_model.load(exports[2].decode()).variables
+  np.testing.assert_array_equal({v.name: v for v in kernel}['dense/kernel:0'],
+                                model.get_variable_value('dense/kernel'))
+
+
+def test_best_exporter_exports_only_on_improvement(tmp_path):
+  model = _trained(tmp_path)
+  model.evaluate(_eval_input)  # an event file in model_dir/eval, which it reads first
+  receiver_fn = export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, 4])})
+  best = estimator.BestExporter(serving_input_receiver_fn=receiver_fn, exports_to_keep=1)
+  base = str(tmp_path / 'export' / 'best_exporter')
+  checkpoint = model.latest_checkpoint()
+
+  def export_with_loss(loss):
+    return best.export(model, base, checkpoint, {'loss': loss}, False)
+
+  # The first export happens whatever the event files hold, as TF1's did.
+  assert export_with_loss(100.0) is not None
+  assert export_with_loss(101.0) is None
+  first = os.listdir(base)
+  assert export_with_loss(99.0) is not None
+  assert len(os.listdir(base)) == 1 and os.listdir(base) != first  # exports_to_keep=1
+
+
+def test_eval_spec_checks_its_exporters():
+  receiver_fn = export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, 4])})
+  latest = estimator.LatestExporter('latest', receiver_fn)
+  assert estimator.EvalSpec(_eval_input, exporters=latest).exporters == (latest,)
+  with pytest.raises(TypeError, match=r"EvalSpec exporters\[0\] is 'latest' of type str, "
+                     'not an Exporter: use tfmon.estimator.LatestExporter'):
+    estimator.EvalSpec(_eval_input, exporters=['latest'])
+  with pytest.raises(ValueError, match="`exporters` must have unique names: 'latest' is "
+                     'given twice'):
+    estimator.EvalSpec(_eval_input, exporters=[
+        latest, estimator.FinalExporter('latest', receiver_fn)])
+  with pytest.raises(ValueError, match='`exports_to_keep`, if provided, must be a '
+                     'positive number. Got 0'):
+    estimator.LatestExporter('latest', receiver_fn, exports_to_keep=0)
+  with pytest.raises(ValueError, match='must include current_eval_result argument'):
+    estimator.BestExporter(serving_input_receiver_fn=receiver_fn,
+                           compare_fn=lambda best_eval_result, current: True)

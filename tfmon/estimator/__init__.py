@@ -7,13 +7,15 @@ from tfmon.estimator import experimental
 from tfmon.estimator import export
 from tfmon.estimator import inputs
 from tfmon.estimator.estimator import Estimator
+from tfmon.estimator.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
 from tfmon.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
 from tfmon.estimator.warm_start import VocabInfo, WarmStartSettings
 
-__all__ = ['Estimator', 'EstimatorSpec', 'EvalSpec', 'ModeKeys', 'RunConfig',
-           'TrainSpec', 'VocabInfo', 'WarmStartSettings', 'experimental', 'export',
-           'inputs', 'train_and_evaluate']
+__all__ = ['BestExporter', 'Estimator', 'EstimatorSpec', 'EvalSpec', 'Exporter',
+           'FinalExporter', 'LatestExporter', 'ModeKeys', 'RunConfig', 'TrainSpec',
+           'VocabInfo', 'WarmStartSettings', 'experimental', 'export', 'inputs',
+           'train_and_evaluate']
 
 # tf.estimator names tfmon does not provide, and what to use instead.
 _NOT_PROVIDED = {
@@ -26,9 +28,6 @@ _NOT_PROVIDED = {
 _NOT_PROVIDED.update({
     name: 'TPUs are not supported: run the model_fn with Estimator on CPUs or GPUs'
     for name in ('TPUEstimator', 'TPUEstimatorSpec', 'tpu')})
-_NOT_PROVIDED.update({
-    name: 'exporters are not supported yet: export with Estimator.export_saved_model'
-    for name in ('LatestExporter', 'BestExporter', 'FinalExporter')})
 
 
 def __getattr__(name):

@@ -1,10 +1,13 @@
 """TrainSpec, EvalSpec and train_and_evaluate, as tf.estimator's local training ran them."""
 
 import collections
+import os
 
 import tensorflow as tf
 
 from tfmon import arg_checks
+from tfmon import tf_logging as logging
+from tfmon.estimator import exporter as exporter_lib
 
 
 class TrainSpec(collections.namedtuple(
@@ -38,30 +41,63 @@ class EvalSpec(collections.namedtuple(
       raise ValueError(f'Must specify steps > 0, given: {steps}')
     if throttle_secs < 0:
       raise ValueError(f'Must specify throttle_secs >= 0, given: {throttle_secs}')
-    if exporters:
-      raise ValueError(
-          f'EvalSpec exporters={exporters!r}: exporters are not supported by '
-          'tfmon.estimator yet. Leave them out; the checkpoints in model_dir hold '
-          'the model.')
+    exporters = _check_exporters(exporters)
     hooks = tuple(arg_checks.check_list_of(
         hooks, tf.compat.v1.train.SessionRunHook, 'EvalSpec hooks', 'hook'))
-    return super().__new__(cls, input_fn, steps, name, hooks, (),
+    return super().__new__(cls, input_fn, steps, name, hooks, exporters,
                            start_delay_secs, throttle_secs)
+
+
+def _check_exporters(exporters):
+  """`exporters` (None, an Exporter, or an iterable of them) as a tuple.
+
+  Raises:
+    TypeError: an item that is not an Exporter.
+    ValueError: a name that is empty, not a string, or not unique.
+  """
+  if not exporters:
+    return ()
+  if isinstance(exporters, exporter_lib.Exporter):
+    exporters = [exporters]
+  try:
+    exporters = list(exporters)
+  except TypeError:
+    raise TypeError(f'EvalSpec exporters={exporters!r} must be an Exporter, an '
+                    'iterable of Exporters, or None.') from None
+  names = []
+  for i, exporter in enumerate(exporters):
+    if not isinstance(exporter, exporter_lib.Exporter):
+      raise TypeError(
+          f'EvalSpec exporters[{i}] is {exporter!r} of type {type(exporter).__name__}, '
+          'not an Exporter: use tfmon.estimator.LatestExporter, BestExporter or '
+          'FinalExporter (or a subclass of tfmon.estimator.Exporter).')
+    if not exporter.name or not isinstance(exporter.name, str):
+      raise ValueError(f'An Exporter must have a non-empty string name (its directory '
+                       f'under model_dir/export); exporters[{i}] has {exporter.name!r}.')
+    if exporter.name in names:
+      raise ValueError(f'`exporters` must have unique names: {exporter.name!r} is '
+                       f'given twice. All exporter names: {[e.name for e in exporters]}')
+    names.append(exporter.name)
+  return tuple(exporters)
 
 
 class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
   """Evaluates a new checkpoint at most every `throttle_secs`, skipping the
-  one saved at creation, and the last one at the end, as tf.estimator did."""
+  one saved at creation, and the last one at the end, then runs the
+  exporters on it, as tf.estimator did."""
 
-  def __init__(self, estimator, eval_spec):
+  def __init__(self, estimator, eval_spec, max_steps):
     self._estimator = estimator
     self._eval_spec = eval_spec
+    self._max_steps = max_steps
     self.eval_result = None
+    self.export_results = None  # None until an evaluation, as TF1's
 
   def begin(self):
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_secs=self._eval_spec.throttle_secs)
     self._first = True
+    self._previous_checkpoint = None
 
   def after_save(self, session, global_step_value):
     del session
@@ -78,16 +114,34 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
 
   def _evaluate(self, global_step_value):
     self._timer.update_last_triggered_step(global_step_value)
+    checkpoint = self._estimator.latest_checkpoint()
+    if checkpoint == self._previous_checkpoint:
+      logging.warning('No new checkpoint ready for evaluation. Skip the current '
+                      'evaluation pass as evaluation results are expected to be same '
+                      'for the same checkpoint.')
+      return
+    self._previous_checkpoint = checkpoint
     spec = self._eval_spec
     self.eval_result = self._estimator.evaluate(
-        spec.input_fn, steps=spec.steps, hooks=spec.hooks, name=spec.name)
+        spec.input_fn, steps=spec.steps, hooks=spec.hooks, name=spec.name,
+        checkpoint_path=checkpoint)
+    # TF1's rule: final when the evaluated step reached max_steps (never without it).
+    is_the_final_export = bool(self._max_steps) and (
+        self.eval_result['global_step'] >= self._max_steps)
+    export_dir_base = os.path.join(self._estimator.model_dir, 'export')
+    self.export_results = [
+        exporter.export(self._estimator, os.path.join(export_dir_base, exporter.name),
+                        checkpoint, self.eval_result, is_the_final_export)
+        for exporter in spec.exporters]
 
 
 def train_and_evaluate(estimator, train_spec, eval_spec):
-  """Trains `estimator` and evaluates it after its checkpoints, locally.
+  """Trains `estimator`, evaluating and exporting after its checkpoints, locally.
 
   Returns:
-    `(the last evaluation's results, [])`: exporters are not supported.
+    `(the last evaluation's results, the last evaluation's exports)`: each
+    exporter's export directory (or None where it did not export), in
+    `eval_spec.exporters`' order; `(None, None)` if nothing was evaluated.
 
   Raises:
     TypeError: specs of the wrong types.
@@ -96,8 +150,8 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     raise TypeError(f'train_spec must be a tfmon.estimator.TrainSpec; got {train_spec!r}.')
   if not isinstance(eval_spec, EvalSpec):
     raise TypeError(f'eval_spec must be a tfmon.estimator.EvalSpec; got {eval_spec!r}.')
-  listener = _EvaluateAfterSave(estimator, eval_spec)
+  listener = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps)
   estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
                   max_steps=train_spec.max_steps,
                   saving_listeners=list(train_spec.saving_listeners) + [listener])
-  return listener.eval_result, []
+  return listener.eval_result, listener.export_results
