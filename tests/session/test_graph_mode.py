@@ -3,6 +3,8 @@
 import gc
 import logging
 import os
+import threading
+import time
 import types
 
 import numpy as np
@@ -541,3 +543,82 @@ def test_a_variable_initialized_from_a_placeholder_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"initial value of variable 'v'.*x.*not from "
                        r'placeholders'):
       tf.compat.v1.get_variable('v', initializer=x * 2)
+
+
+class _RecordingListener(tf.compat.v1.train.CheckpointSaverListener):
+
+  def __init__(self):
+    self.calls = []
+
+  def begin(self):
+    self.calls.append('begin')
+
+  def before_save(self, session, global_step_value):
+    self.calls.append(('before_save', int(global_step_value)))
+
+  def after_save(self, session, global_step_value):
+    self.calls.append(('after_save', int(global_step_value)))
+
+  def end(self, session, global_step_value):
+    self.calls.append(('end', int(global_step_value)))
+
+
+class _GlobalStepReader(tf.compat.v1.train.SessionRunHook):
+  """Fetches the global step as TF's own hooks do, with every run."""
+
+  def begin(self):
+    from tensorflow.python.training import training_util  # pylint: disable=g-import-not-at-top
+    self._read = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
+    self.seen = []
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(self._read)
+
+  def after_run(self, run_context, run_values):
+    self.seen.append(int(run_values.results))
+
+
+def test_tfs_profiler_and_checkpoint_listeners_run_natively_on_the_step_before_the_run(
+    tmp_path):
+  listener = _RecordingListener()
+  reader = _GlobalStepReader()
+  with tfmon.Graph().as_default():
+    _, x, y, _, _, _, train_op = _tf1_model()
+    xb, yb = _batch()
+    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=9), reader,
+             tf.compat.v1.train.CheckpointSaverHook(
+                 str(tmp_path / 'tf1'), save_steps=4, listeners=[listener]),
+             tf.compat.v1.train.ProfilerHook(save_steps=4, output_dir=str(tmp_path))]
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path / 'run'), hooks=hooks) as sess:
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict={x: xb, y: yb})
+  # TF's hooks read `global_step/add` with the run that increments the step:
+  # TF1's executor read it first in practice (but not always); here always.
+  assert reader.seen == list(range(9))
+  assert listener.calls == ['begin', ('before_save', 0), ('after_save', 0),
+                            ('before_save', 4), ('after_save', 4),
+                            ('before_save', 8), ('after_save', 8),
+                            ('before_save', 9), ('after_save', 9), ('end', 9)]
+  assert tf.train.latest_checkpoint(str(tmp_path / 'tf1')).endswith('model.ckpt-9')
+  # TF's ProfilerHook on TF1's schedule; TF 2 fills no step_stats, so its
+  # timelines hold no ops (docs/known-differences.md).
+  assert sorted(f for f in os.listdir(tmp_path) if f.startswith('timeline')) == [
+      'timeline-4.json', 'timeline-8.json']
+  profiles = os.listdir(tmp_path / 'run' / 'plugins' / 'profile')  # TF2's, instead
+  assert sorted(int(p.rsplit('_step_', 1)[1]) for p in profiles) == [4, 8]
+
+
+def test_tfs_global_step_waiter_waits_for_another_thread_to_move_the_step():
+  with tfmon.Graph().as_default():
+    global_step, x, y, _, _, _, train_op = _tf1_model()
+    xb, yb = _batch()
+    waiter = tf.compat.v1.train.GlobalStepWaiterHook(wait_until_step=5)
+    with tfmon.train.MonitoredSession(hooks=[waiter]) as sess:
+      mover = threading.Timer(0.2, lambda: global_step.assign(5))
+      mover.start()
+      started = time.monotonic()
+      sess.run(train_op, feed_dict={x: xb, y: yb})
+      mover.join()
+      assert time.monotonic() - started >= 0.2  # it waited for the step
+      assert sess.run(global_step) == 6

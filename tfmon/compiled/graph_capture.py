@@ -182,6 +182,8 @@ class Graph(func_graph.FuncGraph):
       if not shared:
         op._set_attr('shared_name', attr_value_pb2.AttrValue(  # pylint: disable=protected-access
             s=f'tfmon_graph{self._number}_{op.name}'.encode()))
+    with self.as_default():
+      _order_reads_before_writes(self.get_operations())
     super().finalize()
 
   def global_variables(self):
@@ -226,6 +228,74 @@ def capture_graph(build):
   graph = Graph()
   with graph.as_default():
     return graph, build()
+
+
+# Ops that take a variable's handle and change nothing.
+_RESOURCE_READS = frozenset(['ReadVariableOp', 'VarIsInitializedOp', 'VariableShape',
+                             'ResourceGather', 'ResourceGatherNd'])
+
+
+def _order_reads_before_writes(operations):
+  """Makes each read of a variable that does not depend on a write of it run
+  before that write, as TF1's executor ran them in practice.
+
+  TF1 left them unordered, but a read with nothing to wait for ran first: the
+  global step TF's hooks fetch (`global_step/add`) was the step before the
+  run's increment, which their step arithmetic counts on. In a function, the
+  same graph reads it before or after, run by run. Only reads that wait for
+  nothing are ordered so (see _waits_for_nothing); a read made after a write
+  (under `control_dependencies`) keeps its order.
+  """
+  reads, writes = {}, {}
+  for op in operations:
+    if op.op_def is None or not op.op_def.is_stateful:
+      continue
+    try:  # a cond's or a call's: which of its handles it only reads
+      read_only = set(op.get_attr('_read_only_resource_inputs'))
+    except ValueError:
+      read_only = None
+    for index, handle in enumerate(op.inputs):
+      if handle.dtype != tf.resource:
+        continue
+      if op.type in _RESOURCE_READS or (read_only is not None and index in read_only):
+        reads.setdefault(id(handle), []).append(op)
+      else:
+        writes.setdefault(id(handle), []).append(op)
+  added = []
+  for handle, handle_writes in writes.items():
+    for read in reads.get(handle, ()):
+      if _waits_for_nothing(read):
+        before = read if read.type in _RESOURCE_READS else _outputs_done(read)
+        for write in handle_writes:
+          write._add_control_input(before)  # pylint: disable=protected-access
+          added.append((write, before))
+  return added
+
+
+def _waits_for_nothing(op):
+  """Whether `op` needs only variables' handles and constants: so ordering a
+  write after it cannot form a cycle, nor make the write's run compute more."""
+  seen, pending = set(), [op]
+  while pending:
+    for parent in _parents(pending.pop()):
+      if id(parent) not in seen:
+        seen.add(id(parent))
+        if parent.type not in ('Placeholder', 'Const', 'VarIsInitializedOp') or (
+            parent.type == 'Placeholder' and parent.outputs[0].dtype != tf.resource):
+          return False
+        pending.append(parent)
+  return True
+
+
+def _outputs_done(op):
+  """An op that runs once `op`'s outputs are computed. A cond (an If that reads
+  a variable) is lowered to ops whose control outputs do not wait for them."""
+  with tf.name_scope(op.name + '/outputs_done'):
+    return tf.group(*[tf.identity(t) for t in op.outputs])
+
+
+def _parents(op):
+  return itertools.chain((t.op for t in op.inputs), op.control_inputs)
 
 
 _VARIABLE_UPDATES = ('AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp')
