@@ -58,3 +58,13 @@ def test_moving_averages_checks_eager_mode_through_its_ops_module():
   # answering this one check as TF1's graph mode would.
   from tensorflow.python.training import moving_averages  # pylint: disable=g-import-not-at-top
   assert callable(moving_averages.ops.executing_eagerly_outside_functions)
+
+
+def test_init_from_checkpoint_leaves_its_initializer_in_initializer_op(tmp_path):
+  # Graph.checkpoint_initializers finds what init_from_checkpoint made there.
+  checkpoint = tf.train.Checkpoint(v=tf.Variable([1.0]))
+  path = checkpoint.write(str(tmp_path / 'ckpt'))
+  with tfmon.Graph().as_default() as graph:
+    variable = tf.compat.v1.get_variable('w', [1])
+    tf.compat.v1.train.init_from_checkpoint(path, {'v/.ATTRIBUTES/VARIABLE_VALUE': 'w'})
+    assert graph.checkpoint_initializers() == [variable._initializer_op]  # pylint: disable=protected-access

@@ -622,3 +622,39 @@ def test_tfs_global_step_waiter_waits_for_another_thread_to_move_the_step():
       mover.join()
       assert time.monotonic() - started >= 0.2  # it waited for the step
       assert sess.run(global_step) == 6
+
+
+def test_init_from_checkpoint_initializes_a_fresh_session_as_tf1s_init_op_did(tmp_path):
+  with tf.Graph().as_default():  # a pre-trained model, saved by TF1
+    tf.compat.v1.get_variable('bert/kernel', initializer=tf.constant([[1.0, 2.0]]))
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      tf.compat.v1.train.Saver().save(session, str(tmp_path / 'pretrained.ckpt'))
+
+  def build():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    kernel = tf.compat.v1.get_variable('model/kernel', [1, 2])
+    tf.compat.v1.train.init_from_checkpoint(str(tmp_path / 'pretrained.ckpt'),
+                                            {'bert/': 'model/'})  # BERT's model_fn does
+    return kernel, tf.group(tf.compat.v1.assign_add(kernel, [[1.0, 1.0]]),
+                            tf.compat.v1.assign_add(global_step, 1))
+
+  for expected in ([[1.0, 2.0]], [[2.0, 3.0]]):  # fresh, then resumed from its own
+    with tfmon.Graph().as_default():
+      kernel, bump = build()
+      with tfmon.train.MonitoredTrainingSession(
+          checkpoint_dir=str(tmp_path / 'run'), save_checkpoint_steps=100) as sess:
+        np.testing.assert_array_equal(sess.run(kernel), expected)
+        sess.run(bump)
+
+
+def test_lookup_tables_are_initialized_as_tf1s_default_local_init_op_did():
+  with tfmon.Graph().as_default():
+    tf.compat.v1.train.get_or_create_global_step()
+    words = tf.compat.v1.placeholder(tf.string, [None], name='words')
+    table = tf.compat.v1.lookup.StaticHashTable(
+        tf.compat.v1.lookup.KeyValueTensorInitializer(['a', 'b'], [0, 1], tf.string,
+                                                      tf.int64), -1)
+    ids = table.lookup(words)
+    with tfmon.train.MonitoredSession() as sess:
+      np.testing.assert_array_equal(sess.run(ids, {words: ['b', 'z', 'a']}), [1, -1, 0])

@@ -190,6 +190,15 @@ class Graph(func_graph.FuncGraph):
     """The graph's global variables, each once, in the order made (TF1's Saver's)."""
     return _unique(self.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES))
 
+  def checkpoint_initializers(self):
+    """The ops `tf.compat.v1.train.init_from_checkpoint` made to initialize the
+    graph's variables from a checkpoint: TF1's `global_variables_initializer()`
+    ran them; an eager variable is initialized when made, so a session runs
+    them when it starts from no checkpoint of its own."""
+    return [op for op in (getattr(v, '_initializer_op', None)  # set by TF's code
+                          for v in self.global_variables())
+            if isinstance(op, tf.Operation) and op.graph is self]
+
   def captured_placeholder_ids(self):
     """The ids of the ops standing for captured eager values (variables' handles)."""
     return {id(t.op) for t in self.internal_captures}

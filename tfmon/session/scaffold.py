@@ -107,6 +107,11 @@ class Scaffold:
     the graph is complete once the hooks' `begin()` ran. Logs v1's line."""
     graph = graph_capture.current()
     if graph is not None and not graph.finalized:
+      if self.local_init_op is None and graph.get_collection(
+          tf.compat.v1.GraphKeys.TABLE_INITIALIZERS):
+        # TF1's default local_init_op initialized the graph's lookup tables.
+        with graph.as_default():
+          self.local_init_op = tf.compat.v1.tables_initializer()
       graph.finalize()
     logging.info('Graph was finalized.')
 
@@ -148,7 +153,15 @@ class Scaffold:
     return self._checkpoint_manager
 
   def initialize(self, session):
-    """Runs `init_op` then `init_fn`: once, when there is no checkpoint to restore."""
+    """Runs `init_op` then `init_fn`: once, when there is no checkpoint to restore.
+
+    In a captured graph, first the initializers `tf.compat.v1.train.
+    init_from_checkpoint` gave variables, which TF1's default `init_op` ran.
+    """
+    graph = graph_capture.current()
+    initializers = graph.checkpoint_initializers() if graph is not None else []
+    if initializers:
+      session.run(initializers)
     if self.init_op is not None:
       session.run(self.init_op, feed_dict=self.init_feed_dict)
     if self._user_init_fn is not None:
