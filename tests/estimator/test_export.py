@@ -69,7 +69,7 @@ def _trained(model_dir, classify=False, steps=5):
 def _predicted(model, x):
   return list(model.predict(
       lambda: tf.data.Dataset.from_tensor_slices({'x': x}).batch(len(x)),
-      predict_keys=['classes', 'probabilities'], yield_single_examples=False))[0]
+      yield_single_examples=False))[0]
 
 
 def _examples(x):
@@ -137,6 +137,7 @@ def test_parsing_receiver_and_classification_signature(tmp_path, caplog):
   np.testing.assert_allclose(classified['scores'], predicted['probabilities'], rtol=1e-6)
   by_examples = loaded.signatures['predict'](examples=_examples(x))
   np.testing.assert_array_equal(by_examples['names'], classified['classes'])
+  np.testing.assert_array_equal(predicted['names'], classified['classes'])  # the table
   raw = loaded.signatures['raw:predict'](x=tf.constant(x))
   np.testing.assert_allclose(raw['probabilities'], predicted['probabilities'], rtol=1e-6)
 

@@ -107,11 +107,13 @@ class Scaffold:
     the graph is complete once the hooks' `begin()` ran. Logs v1's line."""
     graph = graph_capture.current()
     if graph is not None and not graph.finalized:
-      if self.local_init_op is None and graph.get_collection(
-          tf.compat.v1.GraphKeys.TABLE_INITIALIZERS):
-        # TF1's default local_init_op initialized the graph's lookup tables.
+      # TF1's default local_init_op initialized the graph's lookup tables (a
+      # table TF 2 initializes when made lists None).
+      tables = [op for op in graph.get_collection(
+          tf.compat.v1.GraphKeys.TABLE_INITIALIZERS) if op is not None]
+      if self.local_init_op is None and tables:
         with graph.as_default():
-          self.local_init_op = tf.compat.v1.tables_initializer()
+          self.local_init_op = tf.group(*tables, name='init_all_tables')
       graph.finalize()
     logging.info('Graph was finalized.')
 
