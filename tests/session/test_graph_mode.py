@@ -356,24 +356,45 @@ def test_step_functions_and_the_captured_graph_mix_in_one_session():
       assert sess.run(global_step) == 1
 
 
-def test_v1_batch_norm_updates_run_through_update_ops_with_tf_keras():
+def _batch_normalized_model(training):
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+  if training == 'tensor':  # as TF1 scripts fed an is_training flag
+    training = tf.compat.v1.placeholder_with_default(True, [], name='is_training')
+  normalized = tf.compat.v1.layers.batch_normalization(
+      tf.compat.v1.layers.dense(
+          x, 8, kernel_initializer=tf.compat.v1.constant_initializer(0.5)),
+      training=training)
+  loss = tf.reduce_mean(tf.square(normalized))
+  update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
+  with tf.control_dependencies(update_ops):
+    train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(
+        loss, global_step=global_step)
+  moving_mean = next(v for v in tf.compat.v1.global_variables()
+                     if 'moving_mean' in v.name)
+  return x, training, update_ops, train_op, moving_mean
+
+
+@pytest.mark.parametrize('training', [True, 'tensor'])
+def test_v1_batch_norm_updates_run_through_update_ops_as_in_tf1(training):
   pytest.importorskip('tf_keras')
-  with tfmon.Graph().as_default():
-    global_step = tf.compat.v1.train.get_or_create_global_step()
-    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
-    normalized = tf.compat.v1.layers.batch_normalization(
-        tf.compat.v1.layers.dense(x, 8), training=True)
-    loss = tf.reduce_mean(tf.square(normalized))
-    update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
+  batch = np.random.default_rng(0).normal(size=(4, 4))
+  with tfmon.Graph().as_default():  # first: it points v1 layers at tf_keras
+    x, flag, update_ops, train_op, moving_mean = _batch_normalized_model(training)
     assert len(update_ops) == 2  # the moving mean's and variance's, as in TF1
-    with tf.control_dependencies(update_ops):
-      train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(
-          loss, global_step=global_step)
-    moving_mean = next(v for v in tf.compat.v1.global_variables()
-                       if 'moving_mean' in v.name)
     with tfmon.train.MonitoredSession() as sess:
-      sess.run(train_op, feed_dict={x: np.random.default_rng(0).normal(size=(4, 4))})
-      assert np.all(sess.run(moving_mean) != 0)
+      sess.run(train_op, feed_dict={x: batch})
+      got = sess.run(moving_mean)
+      if training == 'tensor':  # not training: the statistics stay
+        sess.run(train_op, feed_dict={x: batch, flag: False})
+        np.testing.assert_array_equal(sess.run(moving_mean), got)
+  with tf.Graph().as_default():
+    x, _, _, train_op, moving_mean = _batch_normalized_model(training)
+    with tf.compat.v1.train.MonitoredSession() as sess:
+      sess.run(train_op, feed_dict={x: batch})
+      expected = sess.run(moving_mean)
+  assert np.all(expected != 0)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
 def test_local_variables_initializer_resets_v1_metrics():

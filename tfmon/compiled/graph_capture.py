@@ -65,6 +65,7 @@ class Graph(func_graph.FuncGraph):
     # lives on in TensorFlow's resource manager, and must not be found by a
     # later graph's op of the same name.
     self._number = next(_graph_numbers)
+    self._maybe_updates = []  # conds made in Keras layers' calls
 
   @contextlib.contextmanager
   def as_default(self):
@@ -86,13 +87,44 @@ class Graph(func_graph.FuncGraph):
 
   def _create_op_internal(self, op_type, *args, **kwargs):  # pylint: disable=arguments-differ
     op = super()._create_op_internal(op_type, *args, **kwargs)
-    if op_type in _VARIABLE_UPDATES and _in_tf_keras_layer_call():
+    if op_type in _KERAS_UPDATES and _in_tf_keras_layer_call():
       # TF2's Keras layers run their updates (batch norm's moving statistics)
       # where they make them, counting on a function's automatic control
       # dependencies; TF1 code runs them through UPDATE_OPS, as TF1's layers
-      # collected them there.
-      self.add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, op)
+      # collected them there. A cond (`training` a tensor) is one if it
+      # writes a variable, which it says once built: see get_collection.
+      if op_type in _VARIABLE_UPDATES:
+        self.add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, op)
+      else:
+        self._maybe_updates.append(op)
     return op
+
+  def get_collection(self, name, scope=None):
+    if name == tf.compat.v1.GraphKeys.UPDATE_OPS and self._maybe_updates:
+      self._collect_cond_updates()
+    return super().get_collection(name, scope)
+
+  def get_collection_ref(self, name):
+    if name == tf.compat.v1.GraphKeys.UPDATE_OPS and self._maybe_updates:
+      self._collect_cond_updates()
+    return super().get_collection_ref(name)
+
+  def _collect_cond_updates(self):
+    """Adds to UPDATE_OPS the conds made in Keras layers' calls that write a
+    variable (the resource inputs not listed as read-only)."""
+    conds, self._maybe_updates = self._maybe_updates, []
+    for op in conds:
+      try:
+        read_only = set(op.get_attr('_read_only_resource_inputs'))
+      except ValueError:
+        read_only = set()
+      if any(t.dtype == tf.resource and i not in read_only
+             for i, t in enumerate(op.inputs)):
+        # What computes its outputs (cond_v2's identities), as TF1 collected
+        # it: a lowered cond whose outputs nothing needs runs no branch.
+        outputs = [c for t in op.outputs for c in t.consumers()]
+        for update in outputs or [op]:
+          super().add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, update)
 
   def graph_mode(self):
     """Graph mode on this graph, as `as_default()`; when the graph is the
@@ -308,6 +340,7 @@ def _parents(op):
 
 
 _VARIABLE_UPDATES = ('AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp')
+_KERAS_UPDATES = _VARIABLE_UPDATES + ('If', 'Case')
 
 
 def _in_tf_keras_layer_call():
