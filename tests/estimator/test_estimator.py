@@ -164,3 +164,55 @@ def test_what_is_not_provided_says_what_to_use_instead():
     estimator.DNNClassifier  # pylint: disable=pointless-statement
   with pytest.raises(AttributeError, match='no TPUEstimator: TPUs are not supported'):
     estimator.TPUEstimator  # pylint: disable=pointless-statement
+
+
+class _Recording(tf.compat.v1.train.SessionRunHook):
+
+  def __init__(self, name, calls):
+    self._name, self._calls = name, calls
+
+  def begin(self):
+    self._calls.append(self._name)
+
+
+class _RecordingListener(tf.compat.v1.train.CheckpointSaverListener):
+
+  def __init__(self, calls):
+    self._calls = calls
+
+  def begin(self):
+    self._calls.append('listener')
+
+  def after_save(self, session, global_step_value):
+    self._calls.append(('saved', int(global_step_value)))
+
+
+def test_hooks_run_in_tf1s_order_and_the_loss_is_summarized(tmp_path):
+  calls = []
+
+  def model_fn_with_hooks(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, params)
+    return spec._replace(training_hooks=(_Recording('training_hooks', calls),),
+                         training_chief_hooks=(_Recording('training_chief_hooks', calls),))
+
+  model = estimator.Estimator(
+      model_fn_with_hooks, model_dir=str(tmp_path), params={'rate': 0.1},
+      config=estimator.RunConfig(save_checkpoints_steps=3, save_summary_steps=2))
+  model.train(_train_input, steps=4, hooks=[_Recording('hooks', calls)],
+              saving_listeners=[_RecordingListener(calls)])
+  # TF1: the chief's (Estimator's saver, with the listeners, then the spec's),
+  # then the call's hooks, then the spec's training_hooks.
+  assert calls == ['listener', 'training_chief_hooks', 'hooks', 'training_hooks',
+                   ('saved', 0), ('saved', 3), ('saved', 4)]
+  accumulator = event_accumulator.EventAccumulator(str(tmp_path))
+  accumulator.Reload()
+  assert [e.step for e in accumulator.Scalars('loss')] == [1, 3]
+
+
+def test_saving_listeners_without_a_saver_are_refused_with_the_fix(tmp_path):
+  model = estimator.Estimator(
+      model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
+      config=estimator.RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=0))
+  with pytest.raises(ValueError, match='There should be a CheckpointSaverHook to use '
+                     'saving_listeners.*save_checkpoints_steps'):
+    model.train(_train_input, steps=1, saving_listeners=[_RecordingListener([])])

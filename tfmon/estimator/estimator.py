@@ -110,7 +110,8 @@ class Estimator:
     Args:
       input_fn: Returns a `tf.data.Dataset` of `(features, labels)` (or of
         features), or a `(features, labels)` pair of tensors.
-      hooks: `SessionRunHook`s run after the spec's own.
+      hooks: `SessionRunHook`s, run after the input's and before Estimator's
+        and the spec's `training_hooks` (TF1's order).
       steps: Train this many more steps (not with `max_steps`).
       max_steps: Train until the global step reaches this.
       saving_listeners: `CheckpointSaverListener`s of the checkpoint saver.
@@ -140,27 +141,54 @@ class Estimator:
       if self._warm_start_settings and not warm_start.holds_checkpoint(self._model_dir):
         logging.info('Warm-starting with WarmStartSettings: %s', self._warm_start_settings)
         warm_start.warm_start(*self._warm_start_settings)
-      worker_hooks = input_hooks + list(spec.training_hooks) + list(hooks or []) + [
-          tfmon_train.NanTensorHook(spec.loss),
-          tfmon_train.LoggingTensorHook({'loss': spec.loss, 'step': global_step},
-                                  every_n_iter=config.log_step_count_steps)]
+      # TensorBoard's loss curve, unless the model_fn made one, as TF1's did.
+      if not any(x.op.name == 'loss' for x in tf.compat.v1.get_collection(
+          tf.compat.v1.GraphKeys.SUMMARIES)):
+        tf.compat.v1.summary.scalar('loss', spec.loss)
+      tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, spec.loss)
+      # TF1's Estimator's order: the input's hooks, the call's, the stop, NaN
+      # and logging hooks, the spec's; the chief's: its saver, the spec's.
+      worker_hooks = input_hooks + list(hooks or [])
       if steps is not None or max_steps is not None:
         worker_hooks.append(tfmon_train.StopAtStepHook(num_steps=steps, last_step=max_steps))
+      worker_hooks.append(tfmon_train.NanTensorHook(spec.loss))
+      if config.log_step_count_steps is not None:
+        worker_hooks.append(tfmon_train.LoggingTensorHook(
+            {'loss': spec.loss, 'step': global_step},
+            every_n_iter=config.log_step_count_steps))
+      worker_hooks += spec.training_hooks
       scaffold = _scaffold(spec.scaffold)
-      saver = tfmon_train.CheckpointSaverHook(
-          self._model_dir, save_secs=config.save_checkpoints_secs,
-          save_steps=config.save_checkpoints_steps, scaffold=scaffold,
-          listeners=saving_listeners, max_to_keep=config.keep_checkpoint_max,
-          keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours)
+      chief_hooks = []
+      savers = [h for h in worker_hooks + list(spec.training_chief_hooks)
+                if isinstance(h, (tfmon_train.CheckpointSaverHook,
+                                  tf.compat.v1.train.CheckpointSaverHook))]
+      if not savers and (config.save_checkpoints_secs or config.save_checkpoints_steps):
+        chief_hooks = savers = [tfmon_train.CheckpointSaverHook(
+            self._model_dir, save_secs=config.save_checkpoints_secs,
+            save_steps=config.save_checkpoints_steps, scaffold=scaffold,
+            max_to_keep=config.keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours)]
+      if saving_listeners:
+        if not savers:
+          raise ValueError(
+              'There should be a CheckpointSaverHook to use saving_listeners. Set '
+              'save_checkpoints_steps or save_checkpoints_secs in the RunConfig, or '
+              'pass a CheckpointSaverHook in hooks.')
+        # As TF1: the first saver's listeners, which TF's hook keeps there too.
+        savers[0]._listeners.extend(  # pylint: disable=protected-access
+            l for l in saving_listeners if l not in savers[0]._listeners)  # pylint: disable=protected-access
       loss = None
       with tfmon_train.MonitoredTrainingSession(
           checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=worker_hooks,
-          chief_only_hooks=list(spec.training_chief_hooks) + [saver],
+          chief_only_hooks=chief_hooks + list(spec.training_chief_hooks),
           save_checkpoint_secs=None, save_checkpoint_steps=None,
           save_summaries_steps=config.save_summary_steps,
           log_step_count_steps=config.log_step_count_steps) as session:
         while not session.should_stop():
           _, loss = session.run([spec.train_op, spec.loss])
+    if loss is None:
+      logging.warning('Training with estimator made no steps. Perhaps input is '
+                      'empty or misspecified.')
     logging.info('Loss for final step: %s.', loss)
     return self
 
@@ -173,7 +201,8 @@ class Estimator:
     Args:
       input_fn: As for `train`.
       steps: Evaluate this many batches (default: until the data runs out).
-      hooks: `SessionRunHook`s run after the spec's evaluation hooks.
+      hooks: `SessionRunHook`s, run before the spec's `evaluation_hooks` (TF1's
+        order).
       checkpoint_path: The checkpoint (default: the latest in `model_dir`).
       name: Evaluations of another name go to `eval_<name>`.
 
@@ -200,8 +229,8 @@ class Estimator:
       values = {key: value for key, (value, _) in metrics.items()}
       values['global_step'] = global_step
       final = tfmon_train.FinalOpsHook(values)
-      eval_hooks = input_hooks + list(spec.evaluation_hooks) + list(hooks or []) + [
-          _StopAfterRuns(steps), final]
+      eval_hooks = input_hooks + list(hooks or []) + [_StopAfterRuns(steps)] + list(
+          spec.evaluation_hooks) + [final]  # TF1's order
       update_ops = [update for _, update in metrics.values()]
       with tfmon_train.MonitoredSession(
           session_creator=tfmon_train.ChiefSessionCreator(
@@ -228,7 +257,8 @@ class Estimator:
     Args:
       input_fn: Returns features (a Dataset of them, or tensors).
       predict_keys: The keys of a dict of predictions to yield (default: all).
-      hooks: `SessionRunHook`s run after the spec's prediction hooks.
+      hooks: `SessionRunHook`s, run before the spec's `prediction_hooks` (TF1's
+        order).
       checkpoint_path: The checkpoint (default: the latest in `model_dir`).
       yield_single_examples: Yield one example at a time, else whole batches.
 
@@ -261,7 +291,7 @@ class Estimator:
       session = tfmon_train.MonitoredSession(
           session_creator=tfmon_train.ChiefSessionCreator(
               scaffold=_scaffold(spec.scaffold), checkpoint_filename_with_path=checkpoint),
-          hooks=input_hooks + list(spec.prediction_hooks) + list(hooks or []))
+          hooks=input_hooks + list(hooks or []) + list(spec.prediction_hooks))
     try:
       while True:
         with graph.as_default():
