@@ -68,3 +68,15 @@ def test_init_from_checkpoint_leaves_its_initializer_in_initializer_op(tmp_path)
     variable = tf.compat.v1.get_variable('w', [1])
     tf.compat.v1.train.init_from_checkpoint(path, {'v/.ATTRIBUTES/VARIABLE_VALUE': 'w'})
     assert graph.checkpoint_initializers() == [variable._initializer_op]  # pylint: disable=protected-access
+
+
+def test_ops_take_control_inputs_and_conds_list_their_read_only_handles():
+  # graph_capture orders reads of a variable before its writes with these.
+  assert callable(tf.Operation._add_control_input)  # pylint: disable=protected-access
+  with tfmon.Graph().as_default() as graph:
+    variable = tf.compat.v1.get_variable('v', [], initializer=tf.compat.v1.zeros_initializer())
+    flag = tf.compat.v1.placeholder(tf.bool, [])
+    tf.cond(flag, variable.read_value, lambda: tf.constant(0.0))
+    cond = next(op for op in graph.get_operations() if op.type in ('If', 'StatelessIf'))
+    assert list(cond.get_attr('_read_only_resource_inputs')) == [
+        i for i, t in enumerate(cond.inputs) if t.dtype == tf.resource]
