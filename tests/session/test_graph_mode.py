@@ -679,3 +679,20 @@ def test_lookup_tables_are_initialized_as_tf1s_default_local_init_op_did():
     ids = table.lookup(words)
     with tfmon.train.MonitoredSession() as sess:
       np.testing.assert_array_equal(sess.run(ids, {words: ['b', 'z', 'a']}), [1, -1, 0])
+
+
+def test_summaries_of_fed_placeholders_and_constants_record_with_an_op_fetch():
+  with tfmon.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    x = tf.compat.v1.placeholder(tf.float32, [None, 2], name='x')
+    tf.compat.v1.summary.scalar('constant', tf.constant(3.0))
+    tf.compat.v1.summary.histogram('batch', x)
+    increment = tf.compat.v1.assign_add(global_step, 1).op
+    merged = tf.compat.v1.summary.merge_all()
+    with tfmon.train.MonitoredSession() as sess:
+      _, recorded = sess.run([increment, merged], {x: np.ones((2, 2))})
+      summary = tf.compat.v1.Summary.FromString(recorded)
+      assert [v.tag for v in summary.value] == ['constant', 'batch']
+      assert summary.value[0].simple_value == 3.0
+      assert sess.run(increment, {x: np.ones((2, 2))}) is None
+      assert sess.run(global_step) == 2

@@ -327,7 +327,8 @@ class GraphCall:
     self._keep += [main, gate]
 
     def step(record, *inputs):
-      outputs = main._call_flat(list(inputs), main.captured_inputs) or []  # pylint: disable=protected-access
+      outputs = main._call_flat(list(inputs), main.captured_inputs)  # pylint: disable=protected-access
+      outputs = list(outputs) if isinstance(outputs, (list, tuple)) else []  # or an op
       values = dict(zip(map(id, computed), outputs[len(rest):]))
       given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
                for t in frontier]
