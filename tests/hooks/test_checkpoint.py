@@ -106,6 +106,7 @@ def test_restore_logs_the_path_and_rerunning_a_finished_job_does_nothing(
               save_summaries_steps=None, log_step_count_steps=None)
   forget_global_step()
   caplog.set_level(logging.INFO)
+  caplog.clear()  # only the rerun's lines, whatever level earlier tests left
   losses = Job().train(10, checkpoint_dir=str(tmp_path), save_checkpoint_steps=5,
                        save_summaries_steps=None, log_step_count_steps=None)
   assert losses == []
