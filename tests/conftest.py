@@ -1,5 +1,5 @@
 """Shared test setup: quiet TensorFlow, two CPU devices, and a fresh global step
-for every test."""
+and TensorFlow's log level for every test."""
 
 import os
 import sys
@@ -27,6 +27,15 @@ def fresh_global_step():
   graph.clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
   yield
   graph.clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+
+
+@pytest.fixture(autouse=True)
+def tf_logging_level():
+  """Puts TensorFlow's log level back after a test (examples set INFO)."""
+  logger = tf.get_logger()
+  level = logger.level
+  yield
+  logger.setLevel(level)
 
 
 _exit_status = []

@@ -10,15 +10,9 @@ import tensorflow as tf
 
 from tfmon import estimator
 from tfmon.estimator import export
+from tests.estimator.test_estimator import _data  # pylint: disable=g-bad-import-order
 
 NAMES = ['setosa', 'versicolor', 'virginica']
-
-
-def _data(seed=0, n=64):
-  rng = np.random.default_rng(seed)
-  centers = rng.normal(scale=3.0, size=(3, 4)).astype(np.float32)
-  labels = rng.integers(0, 3, size=n).astype(np.int64)
-  return centers[labels] + rng.normal(size=(n, 4)).astype(np.float32), labels
 
 
 def model_fn(features, labels, mode, params):
