@@ -1,11 +1,13 @@
 """The TF1 layers tutorial's cnn_mnist.py on tfmon.estimator: train, evaluate,
-predict, and train again from the checkpoint."""
+predict, export, and train again from the checkpoint."""
 
 import functools
 import importlib.util
 import os
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 pytest.importorskip('tf_keras')  # tf.compat.v1.layers
 
@@ -21,7 +23,7 @@ def _example():
   return module
 
 
-def test_the_tutorials_model_fn_trains_evaluates_predicts_and_resumes(tmp_path):
+def test_the_tutorials_model_fn_trains_evaluates_predicts_exports_and_resumes(tmp_path):
   example = _example()
   estimator = example.estimator
   images, labels = example.synthetic_mnist(200, seed=0)
@@ -40,6 +42,13 @@ def test_the_tutorials_model_fn_trains_evaluates_predicts_and_resumes(tmp_path):
   assert len(predictions) == 7
   assert predictions[0]['probabilities'].shape == (10,)
   assert sum(predictions[0]['probabilities']) == pytest.approx(1.0, abs=1e-5)
+  receiver_fn = estimator.export.build_raw_serving_input_receiver_fn(
+      {'x': tf.TensorSpec([None, 784], tf.float32)})
+  exported = classifier.export_saved_model(str(tmp_path / 'export'), receiver_fn)
+  served = tf.saved_model.load(exported.decode()).signatures['serving_default'](
+      x=tf.constant(images[:7]))
+  np.testing.assert_allclose(served['probabilities'],
+                             [p['probabilities'] for p in predictions], rtol=1e-5)
   classifier.train(input_fn=train_input, steps=5)
   assert classifier.latest_checkpoint().endswith('model.ckpt-15')
 
