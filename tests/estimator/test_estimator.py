@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import text_format
 from tensorboard.backend.event_processing import event_accumulator
 
 import tfmon
@@ -59,6 +60,8 @@ def test_train_evaluate_predict_and_resume(tmp_path, caplog):
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
       'model.ckpt-0', 'model.ckpt-10', 'model.ckpt-20']
   assert 'loss = ' in caplog.text and 'step = 10' in caplog.text
+  graph_def = text_format.Parse((tmp_path / 'graph.pbtxt').read_text(), tf.compat.v1.GraphDef())
+  assert 'dense/kernel' in {node.name for node in graph_def.node}  # TF1's graph file
   assert {'dense/kernel', 'dense/bias', 'global_step'} <= set(model.get_variable_names())
 
   results = model.evaluate(_eval_input)

@@ -35,8 +35,10 @@ class CheckpointSaverHook(SessionRunHook):
     checkpoint_basename: The checkpoint file name.
     scaffold: A `Scaffold` whose `checkpoint` is saved.
     listeners: `CheckpointSaverListener`s.
-    save_graph_def: Accepted for v1 compatibility: SummarySaverHook writes the
-      graph of the compiled step for TensorBoard.
+    save_graph_def: On a captured TF1 graph (`tfmon.Graph`), write it as
+      `graph.pbtxt` into `checkpoint_dir` when a session is created, as TF1 did
+      (SummarySaverHook writes the graph for TensorBoard). Step functions have
+      no graph to write.
     max_to_keep: Checkpoints kept (TF2 only; None keeps all).
     keep_checkpoint_every_n_hours: Also keep one checkpoint every N hours (TF2 only).
 
@@ -48,7 +50,6 @@ class CheckpointSaverHook(SessionRunHook):
   def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, saver=None,
                checkpoint_basename='model.ckpt', scaffold=None, listeners=None,
                save_graph_def=True, max_to_keep=5, keep_checkpoint_every_n_hours=None):
-    del save_graph_def
     logging.info('Create CheckpointSaverHook.')
     if saver is not None and scaffold is not None:
       raise ValueError('You cannot provide both saver and scaffold.')
@@ -78,6 +79,7 @@ class CheckpointSaverHook(SessionRunHook):
         every_secs=save_secs, every_steps=save_steps)
     self._save_steps = save_steps
     self._listeners = listeners or []
+    self._save_graph_def = save_graph_def
     self._writer = None
     self._creation_save = None  # (session, step) of a creation save not yet written
 
@@ -115,6 +117,10 @@ class CheckpointSaverHook(SessionRunHook):
       checkpointing.watch_step_variables(
           session, lambda: self._checkpoint_writer().manager.checkpoint,
           self._saver is None, self._missing_warned)
+    graph = getattr(session, 'graph', None)
+    if self._save_graph_def and graph is not None and self._checkpoint_dir:
+      tf.io.write_graph(graph.as_graph_def(add_shapes=True), self._checkpoint_dir,
+                        'graph.pbtxt')
     global_step = int(session.run(self._global_step_tensor))
     if getattr(session, 'agreement', None) is None:
       saved = self._checkpoint_writer().latest_step_saved()
