@@ -347,13 +347,23 @@ def test_step_functions_and_the_captured_graph_mix_in_one_session():
       counter.assign_add(step)
       return {'counted': counter.read_value()}
 
-    with tfmon.train.MonitoredSession() as sess:
+    class ReadsTheCounter(tfmon.train.SessionRunHook):  # a TF2 hook's step function
+      def before_run(self, run_context):
+        return tfmon.train.SessionRunArgs(lambda: {'seen': counter.read_value()})
+
+      def after_run(self, run_context, run_values):
+        self.seen = run_values.results['seen']
+
+    reader = ReadsTheCounter()
+    with tfmon.train.MonitoredSession(hooks=[reader]) as sess:
       sess.run(train_op, feed_dict={x: xb, y: yb})
+      assert reader.seen == 0 and sess.run(global_step) == 1
       assert sess.run(count, feed_dict={'step': np.int64(5)})['counted'] == 5
-      with pytest.raises(ValueError, match=r'step functions .* and elements of the '
-                         r'captured graph .* in one call'):
-        sess.run([count, loss], feed_dict={'step': np.int64(1)})
-      assert sess.run(global_step) == 1
+      # Both in one run: the graph's part, then the step functions'.
+      counted, loss_value = sess.run([count, loss], feed_dict={
+          'step': np.int64(1), x: xb, 'y:0': yb})
+      assert counted['counted'] == 6 and reader.seen == 6 and loss_value > 0
+      assert sess.run(global_step) == 1  # the loss alone trains nothing
 
 
 def _batch_normalized_model(training):

@@ -58,8 +58,10 @@ def _close_all():
     call.close()
 
 
-# What `run` returns for a run of step functions, which the compiler runs.
+# What `run` returns for a run of step functions, which the compiler runs, and
+# for one of step functions and graph elements (see `split`).
 STEP_FUNCTIONS = object()
+MIXED = object()
 
 # How a flat fetch leaf becomes a result.
 _OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE = range(6)
@@ -154,7 +156,7 @@ class GraphCall:
     plan = self._plans.get(key)
     if plan is None:
       plan = self._plans[key] = self._plan(flat, feed_dict)
-    if plan is STEP_FUNCTIONS:
+    if plan is STEP_FUNCTIONS or plan is MIXED:
       return plan
     feeds = self._feeds(feed_dict) if feed_dict else []
     function = plan.function
@@ -258,14 +260,36 @@ class GraphCall:
              if fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)]
     if not steps:
       return _Plan(flat, [self._fetch_element(leaf) for leaf in flat])
-    graph_leaves = [leaf for leaf in flat if isinstance(leaf, (tf.Tensor, tf.Operation))
-                    and getattr(leaf, 'graph', None) is self.graph]
-    if graph_leaves or any(not isinstance(k, str) for k in feed_dict or ()):
-      raise ValueError(
-          f'run() got step functions ({[fetch_plan.describe(s) for s in steps]}) '
-          f'and elements of the captured graph ({graph_leaves[:3]}) in one call: '
-          'run each in its own run() call.')
+    if any(self._is_graph_leaf(leaf) for leaf in flat) or any(
+        self._is_graph_feed(key) for key in feed_dict or ()):
+      return MIXED
     return STEP_FUNCTIONS
+
+  def split(self, fetches, feed_dict):
+    """`(graph part, step part, merge)` of a MIXED run: each part a
+    `(flat fetches, feed_dict)`; `merge(graph results, step results)` gives the
+    run's results. The graph part runs first (a hook's step function then sees
+    what the training run did)."""
+    flat = tf.nest.flatten(fetches)
+    mine = [self._is_graph_leaf(leaf) for leaf in flat]
+    graph_feeds, step_feeds = {}, {}
+    for key, value in (feed_dict or {}).items():
+      (graph_feeds if self._is_graph_feed(key) else step_feeds)[key] = value
+
+    def merge(graph_results, step_results):
+      graph_results, step_results = iter(graph_results), iter(step_results)
+      return compiled_call._pack(fetches, [  # pylint: disable=protected-access
+          next(graph_results) if m else next(step_results) for m in mine])
+
+    return (([l for l, m in zip(flat, mine) if m], graph_feeds or None),
+            ([l for l, m in zip(flat, mine) if not m], step_feeds or None), merge)
+
+  def _is_graph_leaf(self, leaf):
+    return fetch_plan.leaf_kind(leaf) not in (fetch_plan.STEP, fetch_plan.OP) and (
+        not isinstance(leaf, str) or self.owns(leaf))
+
+  def _is_graph_feed(self, key):
+    return not isinstance(key, str) or self._element(key, must=False) is not None
 
   def _function_for(self, plan, fed):
     """The function to run `plan`'s fetches with `fed` (see the module doc)."""

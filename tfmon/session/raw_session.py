@@ -148,6 +148,8 @@ class RawSession(graph_capture.SessionInterface):
     if self._graph_call is not None:
       with graph_capture.running(self._graph_call.graph):
         results = self._graph_call.run(fetches, feed_dict)
+      if results is graph_call.MIXED:
+        return self._run_mixed(fetches, feed_dict)
       if results is not graph_call.STEP_FUNCTIONS:
         self.calls_run += 1
         return results
@@ -159,6 +161,17 @@ class RawSession(graph_capture.SessionInterface):
     self.calls_run += 1
     return self._compiler.run(fetches, feed_dict)
 
+  def _run_mixed(self, fetches, feed_dict):
+    """A run of a captured graph's elements and step functions (a tfmon hook's
+    fetch in a graph session): the graph's, then the step functions', in two
+    calls."""
+    (graph_fetches, graph_feeds), (step_fetches, step_feeds), merge = (
+        self._graph_call.split(fetches, feed_dict))
+    with graph_capture.running(self._graph_call.graph):
+      graph_results = self._graph_call.run(graph_fetches, graph_feeds)
+    self.calls_run += 1
+    return merge(graph_results, self._compiler.run(step_fetches, step_feeds))
+
   def run_counting(self, fetches, feed_dict, global_step, value_before):
     """Runs like `run`, and returns `(results, global_step_after)`.
 
@@ -168,6 +181,8 @@ class RawSession(graph_capture.SessionInterface):
     self._check_open()  # HookedSession.run, the caller, required eager
     if self._graph_call is not None:
       results = self._graph_call.run(fetches, feed_dict)
+      if results is graph_call.MIXED:
+        results = self._run_mixed(fetches, feed_dict)
       if results is not graph_call.STEP_FUNCTIONS:
         self.calls_run += 1
         return results, int(global_step.numpy())
