@@ -37,8 +37,9 @@ Short run: each variant in a fresh process (`--worker`), timed from just before
 the parent starts it to step 1 and to `train` returning after 300 steps (the
 final checkpoint and session close included). Both processes import the same
 modules (the example's `from tfmon import estimator` stands in for
-tensorflow_estimator's import). Ratios are medians of same-round ratios: this
-box's speed moves between rounds.
+tensorflow_estimator's import), then run the full garbage collection the
+imports left due (see `_worker`). Ratios are medians of same-round ratios:
+this box's speed moves between rounds.
 
   python -m benchmarks.estimator [--model cnn|mlp|both] [--part steady|short|both]
                                  [--rounds N] [--steps N]
@@ -229,6 +230,11 @@ class _FirstRunReporter(v1.train.SessionRunHook):
 
 
 def _worker(model, variant, model_dir):
+  # `import tensorflow` leaves a full collection due (0.19 s over ~345k
+  # objects): whichever variant allocates the next few thousand objects pays it
+  # (tfmon's first run did; TF1's MLP run ended 700 allocations short). Paid
+  # here, in both, it is no variant's cost.
+  gc.collect()
   _report('imported')
   _TRAIN[variant](_MODEL_FNS[model], model_dir, SHORT_RUN_STEPS,
                   [_FirstRunReporter()])
