@@ -17,10 +17,12 @@ family of runs, as far as TF1's semantics allow:
     The union is seeded, when a family's first function is built, with the
     graph tensors the session's hooks hold (`seed`): hooks that become due
     later find their tensors there, and nothing is pruned again for them;
-  - v1 summaries, and the ops only they need, run inside a `tf.cond` on the
-    function's leading `record` input, true on the runs that fetch them (a
-    SummarySaverHook's recording runs): summaries compute on recording runs
-    only, as TF1 computed them, in the same function as the runs between.
+  - runs that fetch v1 summaries (a SummarySaverHook's recording runs) use a
+    second function of the family, computing the same union and the
+    summaries: summaries compute on recording runs only, as TF1 computed
+    them, and the runs between run exactly the training graph. (A `record`
+    input gating the summaries inside one function cost CIFAR-10's step 3-4%:
+    measured in BUILD_NOTES.) The second is pruned alongside the first call.
 
 Each tf.data iterator (`make_one_shot_iterator`, `make_initializable_iterator`)
 is made once and its resource fed to every function: each pruned function
@@ -41,6 +43,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from tfmon.compiled import alongside
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 
@@ -82,20 +85,20 @@ class _ReadAfter:
 class _Function:
   """One pruned function: its outputs, the ops it runs, and how to call it."""
 
-  def __init__(self, call, tensors, operations, gated):
+  def __init__(self, call, tensors, operations):
     self.call = call
     self.index = {id(t): i for i, t in enumerate(tensors)}
     self.tensors = tensors
     self.operations = operations
-    self.gated = gated  # takes a leading `record` input gating its summaries
     self.retired = False  # replaced by a function of a larger union
 
 
 class _Family:
-  """The function of runs that change the same state with the same feeds."""
+  """The functions of runs that change the same state with the same feeds: one
+  for the runs that fetch summaries (recording), one for the others."""
 
   def __init__(self):
-    self.function = None
+    self.functions = {True: None, False: None}
 
 
 class GraphCall:
@@ -118,8 +121,7 @@ class GraphCall:
     self._ops = {id(op): op for op in graph.get_operations()}
     self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
-    with tf.init_scope():  # a function's `record` input: whether the run records
-      self._record = {False: tf.constant(False), True: tf.constant(True)}
+    self._alongside = []  # Pending work for the next call (see alongside)
     _open_calls.add(self)
     self.functions_built = 0
 
@@ -168,9 +170,8 @@ class GraphCall:
     outputs = None
     if function is not None:
       inputs = [value for _, value in feeds] + [h for _, h in self._iterators]
-      if function.gated:
-        inputs.insert(0, self._record[plan.records])
-      outputs = function.call(inputs)
+      outputs = (alongside.call_alongside(self._alongside, function.call, inputs)
+                 if self._alongside else function.call(inputs))
     results = []
     for leaf, kind, element, value in zip(flat, plan.kinds, plan.elements, before):
       if kind == _OUTPUT:
@@ -242,7 +243,7 @@ class GraphCall:
                               tf.logical_not(stop.read_value()))
 
       def body(i):
-        step._call_flat(list(handles), step.captured_inputs)  # pylint: disable=protected-access
+        step(*handles)
         return i + 1  # automatic control dependencies run the call first
 
       return tf.while_loop(condition, body, [tf.constant(0)], parallel_iterations=1)[0]
@@ -296,77 +297,61 @@ class GraphCall:
     if self._iterators is None:
       self._iterators = self._make_iterators()
     stops = {id(t.op) for t in fed} | {id(t.op) for t, _ in self._iterators}
-    # Summaries compute on recording runs only (see _prune): what they change
-    # is no part of the state a family shares.
+    # Summaries compute on recording runs only: what they change is no part of
+    # the state a family shares.
     effects = _effects([t for t in plan.tensors if not _is_summary(t)] + plan.operations,
                        stops, self._ops)
     family = self._families.setdefault(
         (effects, tuple(t.name for t in fed)), _Family())
-    current = family.function
-    if current is not None and all(id(t) in current.index for t in plan.tensors) and all(
-        any(op is o for o in current.operations) for op in plan.operations):
+    current = family.functions[plan.records]
+    if current is not None and _computes(current, plan.tensors, plan.operations):
       return current
+    other = family.functions[not plan.records]
     tensors, operations = list(plan.tensors), list(plan.operations)
-    if current is not None:  # the run needs more: its fetches join the union
-      current.retired = True  # plans holding it look again
-      tensors += current.tensors
-      operations += current.operations
-    else:  # the family's first function: seeded with what hooks hold
+    for function in (current, other):  # the union, the same in both
+      if function is not None:
+        tensors += function.tensors
+        operations += function.operations
+    if current is None and other is None:  # seeded with what hooks hold
       tensors += [t for t in self._seeds if self._can_join(t, effects, stops)]
-    family.function = self._prune(fed, _unique(tensors), _unique(operations), stops)
-    return family.function
+    tensors, operations = _unique(tensors), _unique(operations)
+    plain = [t for t in tensors if not _is_summary(t)]
+    for records, function in ((plan.records, current), (not plan.records, other)):
+      if function is not None and (records == plan.records or not _computes(
+          function, plain, operations)):
+        function.retired = True  # plans holding it look again
+        family.functions[records] = None
+    function = family.functions[plan.records] = self._prune(
+        fed, tensors if plan.records else plain, operations)
+
+    def prune_the_other():
+      if family.functions[False] is None:
+        family.functions[False] = self._prune(fed, plain, operations)
+
+    if plan.records and family.functions[False] is None:
+      # The runs between recordings come next: their function is pruned
+      # alongside this call (pruning a graph the size of TF's CIFAR-10
+      # tutorial takes ~0.2 s of Python, which would delay the second step).
+      self._alongside.append(alongside.Pending(prune_the_other))
+    return function
 
   def _can_join(self, tensor, effects, stops):
     """Whether a function of `effects` may compute `tensor`: it changes no other
-    state, and needs no placeholder the family does not feed."""
+    state (summaries run on recording runs only), and needs no placeholder the
+    family does not feed."""
     needed = _needed_ops([tensor], stops)
     captures = self.graph.captured_placeholder_ids()
     return (_is_summary(tensor) or _effects([tensor], stops, self._ops) <= effects) and not any(
         op.type == 'Placeholder' and i not in captures for i, op in needed.items())
 
-  def _prune(self, fed, tensors, operations, stops):
+  def _prune(self, fed, tensors, operations):
     """A function computing `tensors` and running `operations` from `fed` and
-    the iterators' handles. Summaries among the tensors, and the ops only they
-    need, run in a `tf.cond` on a leading `record` input (see the module doc)."""
+    the iterators' handles."""
     sources = list(fed) + [t for t, _ in self._iterators]
-    wrapped = self.graph.wrapped_function()
-    summaries = [t for t in tensors if _is_summary(t)]
-    rest = [t for t in tensors if not _is_summary(t)]
+    pruned = self.graph.wrapped_function().prune(sources, tensors + operations)
+    self._keep.append(pruned)
     self.functions_built += 1
-    if not summaries:
-      pruned = wrapped.prune(sources, rest + operations)
-      self._keep.append(pruned)
-      return _Function(compiled_call.flat_caller(pruned), rest, operations, False)
-    always = _needed_ops(rest + operations, stops)
-    # Variable reads stay ungated: a summary of a weight reads it with the step.
-    gated = {i: op for i, op in _needed_ops(summaries, stops).items()
-             if i not in always and op.type != 'ReadVariableOp'}
-    captures = self.graph.captured_placeholder_ids()
-    frontier = _unique([t for op in gated.values() for t in op.inputs
-                        if id(t.op) not in gated and id(t.op) not in captures])
-    source_index = {id(t): i for i, t in enumerate(sources)}
-    computed = [t for t in frontier if id(t) not in source_index]
-    main = wrapped.prune(sources, rest + computed + operations)
-    gate = wrapped.prune(frontier, summaries)
-    self._keep += [main, gate]
-
-    def step(record, *inputs):
-      outputs = main._call_flat(list(inputs), main.captured_inputs)  # pylint: disable=protected-access
-      outputs = list(outputs) if isinstance(outputs, (list, tuple)) else []  # or an op
-      values = dict(zip(map(id, computed), outputs[len(rest):]))
-      given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
-               for t in frontier]
-      recorded = tf.cond(
-          record,
-          lambda: gate._call_flat(given, gate.captured_inputs),  # pylint: disable=protected-access
-          lambda: [tf.constant(b'') for _ in summaries])
-      return list(outputs[:len(rest)]) + list(recorded)
-
-    specs = [tf.TensorSpec([], tf.bool)] + [tf.TensorSpec(t.shape, t.dtype) for t in sources]
-    with tf.init_scope():
-      concrete = tf.function(step, autograph=False).get_concrete_function(*specs)
-    self._keep.append(concrete)
-    return _Function(compiled_call.flat_caller(concrete), rest + summaries, operations, True)
+    return _Function(compiled_call.flat_caller(pruned), tensors, operations)
 
   def _make_iterators(self):
     """Each iterator's resource, made once (see the module doc).
@@ -504,6 +489,12 @@ def _needed_ops(elements, stops):
 def _is_summary(tensor):
   """Whether `tensor` is a v1 summary (a serialized Summary proto)."""
   return tensor.dtype == tf.string and tensor.op.type.endswith('Summary')
+
+
+def _computes(function, tensors, operations):
+  """Whether `function` computes `tensors` and runs `operations`."""
+  return all(id(t) in function.index for t in tensors) and all(
+      any(op is o for o in function.operations) for op in operations)
 
 
 def _effects(elements, stops, ops):
