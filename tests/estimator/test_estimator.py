@@ -216,7 +216,7 @@ def test_hooks_run_in_tf1s_order_and_the_loss_is_summarized(tmp_path):
 def test_saving_listeners_without_a_saver_are_refused_with_the_fix(tmp_path):
   model = estimator.Estimator(
       model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
-      config=estimator.RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=0))
+      config=estimator.RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=None))
   with pytest.raises(ValueError, match='There should be a CheckpointSaverHook to use '
                      'saving_listeners.*save_checkpoints_steps'):
     model.train(_train_input, steps=1, saving_listeners=[_RecordingListener([])])
@@ -238,3 +238,14 @@ def test_evaluating_a_checkpoint_with_optimizer_slots_warns_of_nothing(tmp_path,
   list(model.predict(lambda: tf.data.Dataset.from_tensor_slices(_data()[0][:4]).batch(4)))
   gc.collect()  # TF warns of unrestored values when a restore's status is freed
   assert 'could not be found' not in caplog.text  # TF1's Saver restored a subset silently
+
+
+def test_run_configs_checkpoint_defaults_are_tf1s():
+  assert estimator.RunConfig().save_checkpoints_secs == 600
+  config = estimator.RunConfig(save_checkpoints_steps=5)
+  assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (5, None)
+  config = estimator.RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=None)
+  assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+  assert config.replace(tf_random_seed=1).save_checkpoints_secs is None
+  with pytest.raises(ValueError, match='Can not provide both'):
+    estimator.RunConfig(save_checkpoints_steps=5, save_checkpoints_secs=5)
