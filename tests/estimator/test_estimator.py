@@ -110,8 +110,6 @@ def test_misuse_fails_early_naming_the_fix(tmp_path):
   model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
   with pytest.raises(ValueError, match='Can not provide both steps and max_steps.'):
     model.train(_train_input, steps=1, max_steps=1)
-  with pytest.raises(ValueError, match='Could not find trained model in model_dir'):
-    model.evaluate(_eval_input)
   with pytest.raises(ValueError, match='Missing train_op.'):
     estimator.EstimatorSpec(mode=estimator.ModeKeys.TRAIN, loss=tf.constant(1.0))
 
@@ -249,3 +247,26 @@ def test_run_configs_checkpoint_defaults_are_tf1s():
   assert config.replace(tf_random_seed=1).save_checkpoints_secs is None
   with pytest.raises(ValueError, match='Can not provide both'):
     estimator.RunConfig(save_checkpoints_steps=5, save_checkpoints_secs=5)
+
+
+def test_without_a_checkpoint_evaluate_and_predict_run_the_initialized_model(
+    tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  trained = estimator.Estimator(model_fn, model_dir=str(tmp_path / 'trained'),
+                                params={'rate': 0.1})
+  trained.train(_train_input, steps=20)
+  fresh = estimator.Estimator(model_fn, model_dir=str(tmp_path / 'fresh'),
+                              params={'rate': 0.1})
+  results = fresh.evaluate(_eval_input)
+  assert results['global_step'] == 0
+  assert ('Could not find trained model in model_dir: '
+          f'{tmp_path / "fresh"}, running initialization to evaluate.') in caplog.text
+  assert len(list(fresh.predict(lambda: tf.data.Dataset.from_tensor_slices(
+      _data()[0][:3]).batch(3)))) == 3
+  assert 'running initialization to predict.' in caplog.text
+  # Warm-started instead, as TF1's did: the trained model's accuracy.
+  warm = estimator.Estimator(model_fn, model_dir=str(tmp_path / 'warm'),
+                             params={'rate': 0.1},
+                             warm_start_from=str(tmp_path / 'trained'))
+  assert warm.evaluate(_eval_input)['accuracy'] == pytest.approx(
+      trained.evaluate(_eval_input)['accuracy'])

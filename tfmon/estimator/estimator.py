@@ -138,9 +138,8 @@ class Estimator:
       global_step = tf.compat.v1.train.get_or_create_global_step()
       features, labels, input_hooks = _input(input_fn, self._params, config)
       spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
-      if self._warm_start_settings and not warm_start.holds_checkpoint(self._model_dir):
-        logging.info('Warm-starting with WarmStartSettings: %s', self._warm_start_settings)
-        warm_start.warm_start(*self._warm_start_settings)
+      if not warm_start.holds_checkpoint(self._model_dir):
+        self._maybe_warm_start(None)
       # TensorBoard's loss curve, unless the model_fn made one, as TF1's did.
       if not any(x.op.name == 'loss' for x in tf.compat.v1.get_collection(
           tf.compat.v1.GraphKeys.SUMMARIES)):
@@ -203,7 +202,8 @@ class Estimator:
       steps: Evaluate this many batches (default: until the data runs out).
       hooks: `SessionRunHook`s, run before the spec's `evaluation_hooks` (TF1's
         order).
-      checkpoint_path: The checkpoint (default: the latest in `model_dir`).
+      checkpoint_path: The checkpoint (default: the latest in `model_dir`; with
+        none, the initialized or warm-started model, as TF1).
       name: Evaluations of another name go to `eval_<name>`.
 
     Returns:
@@ -211,18 +211,17 @@ class Estimator:
       `global_step`.
 
     Raises:
-      ValueError: no checkpoint to evaluate, or `steps` not positive.
+      ValueError: `steps` not positive.
     """
     if steps is not None and steps <= 0:
       raise ValueError(f'Must specify steps > 0, given: {steps}')
-    checkpoint = checkpoint_path or self.latest_checkpoint()
-    if not checkpoint:
-      raise ValueError(f'Could not find trained model in model_dir: {self._model_dir}.')
+    checkpoint = self._checkpoint_or_initialization(checkpoint_path, 'evaluate')
     with graph_capture.Graph().as_default():
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
       features, labels, input_hooks = _input(input_fn, self._params, self._config)
       spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
+      self._maybe_warm_start(checkpoint)
       metrics = dict(spec.eval_metric_ops)
       if 'loss' not in metrics:
         metrics['loss'] = tf.compat.v1.metrics.mean(spec.loss)
@@ -259,18 +258,17 @@ class Estimator:
       predict_keys: The keys of a dict of predictions to yield (default: all).
       hooks: `SessionRunHook`s, run before the spec's `prediction_hooks` (TF1's
         order).
-      checkpoint_path: The checkpoint (default: the latest in `model_dir`).
+      checkpoint_path: The checkpoint (default: the latest in `model_dir`; with
+        none, the initialized or warm-started model, as TF1).
       yield_single_examples: Yield one example at a time, else whole batches.
 
     Yields:
       Predictions: numpy values, or dicts of them.
 
     Raises:
-      ValueError: no checkpoint, or a predict key the predictions lack.
+      ValueError: a predict key the predictions lack.
     """
-    checkpoint = checkpoint_path or self.latest_checkpoint()
-    if not checkpoint:
-      raise ValueError(f'Could not find trained model in model_dir: {self._model_dir}.')
+    checkpoint = self._checkpoint_or_initialization(checkpoint_path, 'predict')
     graph = graph_capture.Graph()
     # The graph is the default only while it builds and runs, never across a
     # yield: the caller's code between two predictions runs as it would anyway.
@@ -279,6 +277,7 @@ class Estimator:
       tf.compat.v1.train.get_or_create_global_step()
       features, _, input_hooks = _input(input_fn, self._params, self._config)
       spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
+      self._maybe_warm_start(checkpoint)
       predictions = spec.predictions
       if predict_keys is not None:
         if not isinstance(predictions, dict):
@@ -373,6 +372,21 @@ class Estimator:
     if name not in keys:
       raise ValueError(f'Variable {name!r} is not in {path}; it holds {sorted(keys)}.')
     return tf.train.load_checkpoint(path).get_tensor(keys[name])
+
+  def _checkpoint_or_initialization(self, checkpoint_path, verb):
+    """The checkpoint to `verb` from, or None (TF1 then ran the initialized,
+    or warm-started, model, and said so)."""
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if not checkpoint:
+      logging.info('Could not find trained model in model_dir: %s, running '
+                   'initialization to %s.', self._model_dir, verb)
+    return checkpoint
+
+  def _maybe_warm_start(self, checkpoint):
+    """Warm-starts the graph being built when nothing is restored into it."""
+    if not checkpoint and self._warm_start_settings:
+      logging.info('Warm-starting with WarmStartSettings: %s', self._warm_start_settings)
+      warm_start.warm_start(*self._warm_start_settings)
 
   def _require_checkpoint(self):
     path = self.latest_checkpoint()
