@@ -39,7 +39,7 @@ from tensorflow.python.eager import wrap_function
 from tensorflow.python.framework import func_graph
 from tensorflow.python.training import moving_averages
 
-# (and `moving_averages.ops`: see _tf1_moving_averages.)
+# (and `moving_averages.ops`: see _average_tensors_as_tf1_did.)
 
 # TF1's Saver.save and restore accept only instances of this base class; a
 # tfmon session derives from it, so TF1 code can save through it.
