@@ -197,26 +197,20 @@ class GraphCall:
     return any(isinstance(leaf, (tf.Tensor, tf.Operation, str)) and self.owns(leaf)
                for leaf in leaves)
 
-  def run_fused(self, fetches, loop_leaves, max_steps, target_global_step, global_step):
-    """Runs up to `max_steps` steps of the first `loop_leaves` flat fetches,
-    stopping before the global step reaches `target_global_step`, and returns
-    `(results, global_step_after, steps_run)`.
-
-    All but the last step run in one loop of the function pruned for the
-    loop's own fetches; the last is an ordinary run of every fetch, hooks'
-    included, so what the hooks fetch is what that step computed.
-    """
-    flat = tf.nest.flatten(fetches)
-    steps_run = 0
-    if max_steps > 1:
-      loop = self._loop_for(tuple(_leaf_key(leaf) for leaf in flat[:loop_leaves]),
-                            flat[:loop_leaves], global_step)
-      if loop is not None:
-        steps_run = int(loop(tf.constant(max_steps - 1, tf.int32),
-                             tf.constant(target_global_step, tf.int64),
-                             *[handle for _, handle in self._iterators]))
-    results = self.run(fetches)
-    return results, int(global_step.numpy()), steps_run + 1
+  def run_loop(self, fetches, loop_leaves, max_steps, target_global_step, global_step):
+    """Runs up to `max_steps - 1` steps of the first `loop_leaves` flat fetches
+    in one loop of the function pruned for them, stopping a step before the
+    global step reaches `target_global_step`; returns how many ran. The caller
+    makes the last step an ordinary run of every fetch."""
+    if max_steps <= 1:
+      return 0
+    flat = tf.nest.flatten(fetches)[:loop_leaves]
+    loop = self._loop_for(tuple(_leaf_key(leaf) for leaf in flat), flat, global_step)
+    if loop is None:
+      return 0
+    return int(loop(tf.constant(max_steps - 1, tf.int32),
+                    tf.constant(target_global_step, tf.int64),
+                    *[handle for _, handle in self._iterators]))
 
   def _loop_for(self, key, leaves, global_step):
     """A tf.function looping over the steps of a run of `leaves`, made once."""
@@ -224,7 +218,7 @@ class GraphCall:
     if loop is not None or key in self._loops:
       return loop
     plan = self._plan(leaves, None)
-    if plan is STEP_FUNCTIONS or plan.kinds.count(_VARIABLE) or not (
+    if not isinstance(plan, _Plan) or plan.kinds.count(_VARIABLE) or not (
         plan.tensors or plan.operations):
       self._loops[key] = None
       return None
@@ -316,17 +310,16 @@ class GraphCall:
       tensors += [t for t in self._seeds if self._can_join(t, effects, stops)]
     tensors, operations = _unique(tensors), _unique(operations)
     plain = [t for t in tensors if not _is_summary(t)]
-    for records, function in ((plan.records, current), (not plan.records, other)):
-      if function is not None and (records == plan.records or not _computes(
-          function, plain, operations)):
-        function.retired = True  # plans holding it look again
-        family.functions[records] = None
+    if current is not None:
+      current.retired = True  # plans holding it look again
+    if other is not None and not _computes(other, plain, operations):
+      other.retired = True
+      family.functions[not plan.records] = None
     function = family.functions[plan.records] = self._prune(
         fed, tensors if plan.records else plain, operations)
 
     def prune_the_other():
-      if family.functions[False] is None:
-        family.functions[False] = self._prune(fed, plain, operations)
+      family.functions[False] = self._prune(fed, plain, operations)
 
     if plan.records and family.functions[False] is None:
       # The runs between recordings come next: their function is pruned

@@ -146,12 +146,8 @@ class RawSession(graph_capture.SessionInterface):
     del options, run_metadata  # accepted for v1 compatibility
     self._check_open()
     if self._graph_call is not None:
-      with graph_capture.running(self._graph_call.graph):
-        results = self._graph_call.run(fetches, feed_dict)
-      if results is graph_call.MIXED:
-        return self._run_mixed(fetches, feed_dict)
+      results = self._run_graph(fetches, feed_dict)
       if results is not graph_call.STEP_FUNCTIONS:
-        self.calls_run += 1
         return results
     require_eager()  # HookedSession.run checked too, but hooks and steps call this
     if not feed_dict and fetch_plan.leaf_kind(fetches) == fetch_plan.VARIABLE:
@@ -161,16 +157,21 @@ class RawSession(graph_capture.SessionInterface):
     self.calls_run += 1
     return self._compiler.run(fetches, feed_dict)
 
-  def _run_mixed(self, fetches, feed_dict):
-    """A run of a captured graph's elements and step functions (a tfmon hook's
-    fetch in a graph session): the graph's, then the step functions', in two
-    calls."""
-    (graph_fetches, graph_feeds), (step_fetches, step_feeds), merge = (
-        self._graph_call.split(fetches, feed_dict))
+  def _run_graph(self, fetches, feed_dict):
+    """Runs `fetches` on the captured graph, or returns STEP_FUNCTIONS for a run
+    of step functions only (the compiler's). A run of both (a tfmon hook's step
+    function fetched with a graph training run) makes two calls: the graph's
+    part, then the step functions'."""
     with graph_capture.running(self._graph_call.graph):
-      graph_results = self._graph_call.run(graph_fetches, graph_feeds)
-    self.calls_run += 1
-    return merge(graph_results, self._compiler.run(step_fetches, step_feeds))
+      results = self._graph_call.run(fetches, feed_dict)
+      if results is graph_call.STEP_FUNCTIONS:
+        return results
+      self.calls_run += 1
+      if results is graph_call.MIXED:
+        graph_part, step_part, merge = self._graph_call.split(fetches, feed_dict)
+        self.calls_run += 1
+        results = merge(self._graph_call.run(*graph_part), self._compiler.run(*step_part))
+      return results
 
   def run_counting(self, fetches, feed_dict, global_step, value_before):
     """Runs like `run`, and returns `(results, global_step_after)`.
@@ -180,11 +181,8 @@ class RawSession(graph_capture.SessionInterface):
     """
     self._check_open()  # HookedSession.run, the caller, required eager
     if self._graph_call is not None:
-      results = self._graph_call.run(fetches, feed_dict)
-      if results is graph_call.MIXED:
-        results = self._run_mixed(fetches, feed_dict)
+      results = self._run_graph(fetches, feed_dict)
       if results is not graph_call.STEP_FUNCTIONS:
-        self.calls_run += 1
         return results, int(global_step.numpy())
     self.calls_run += 1
     return self._compiler.run_counting(fetches, feed_dict, global_step,
@@ -197,8 +195,12 @@ class RawSession(graph_capture.SessionInterface):
     self.calls_run += 1
     if self._graph_call is not None and self._graph_call.can_fuse(
         tf.nest.flatten(fetches)[:loop_leaves]):
-      return self._graph_call.run_fused(fetches, loop_leaves, max_steps,
-                                        target_global_step, global_step)
+      # All but the last step in the graph's loop; the last, with every fetch
+      # (hooks' included), is an ordinary run, so hooks see what it computed.
+      steps_run = self._graph_call.run_loop(fetches, loop_leaves, max_steps,
+                                            target_global_step, global_step)
+      results = self._run_graph(fetches, None)
+      return results, int(global_step.numpy()), steps_run + 1
     if self.agreement is not None:
       self._last_fused = (fetches, loop_leaves, max_steps, target_global_step,
                           global_step, feed_dict)
