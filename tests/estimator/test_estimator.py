@@ -270,3 +270,17 @@ def test_without_a_checkpoint_evaluate_and_predict_run_the_initialized_model(
                              warm_start_from=str(tmp_path / 'trained'))
   assert warm.evaluate(_eval_input)['accuracy'] == pytest.approx(
       trained.evaluate(_eval_input)['accuracy'])
+
+
+def test_a_specs_tf_scaffold_init_fn_runs_at_a_fresh_start(tmp_path):
+  calls = []
+
+  def model_fn_with_scaffold(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, params)
+    return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
+        init_fn=lambda scaffold, session: calls.append(type(scaffold).__name__)))
+
+  model = estimator.Estimator(model_fn_with_scaffold, model_dir=str(tmp_path),
+                              params={'rate': 0.1})
+  model.train(_train_input, steps=1)
+  assert calls == ['Scaffold']

@@ -24,6 +24,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from tfmon import checkpointing
+from tfmon import paths
 from tfmon import summaries
 from tfmon import train as tfmon_train
 from tfmon import tf_logging as logging
@@ -71,15 +73,16 @@ class Estimator:
     if not isinstance(config, RunConfig):
       raise TypeError(f'config={config!r} must be a tfmon.estimator.RunConfig.')
     self._warm_start_settings = warm_start.settings_from(warm_start_from)
-    if model_dir and config.model_dir and os.path.abspath(os.path.expanduser(
-        model_dir)) != os.path.abspath(os.path.expanduser(config.model_dir)):
+    model_dir = paths.check_directory(model_dir, 'model_dir')
+    config_dir = paths.check_directory(config.model_dir, 'config.model_dir')
+    if model_dir and config_dir and model_dir != config_dir:
       raise ValueError(f'model_dir={model_dir!r} and config.model_dir='
                        f'{config.model_dir!r} differ: give one.')
-    model_dir = model_dir or config.model_dir
+    model_dir = model_dir or config_dir
     if not model_dir:
       model_dir = tempfile.mkdtemp()
       logging.warning('Using temporary folder as model directory: %s', model_dir)
-    self._model_dir = os.path.abspath(os.path.expanduser(os.fspath(model_dir)))
+    self._model_dir = model_dir
     self._config = config.replace(model_dir=self._model_dir)
     self._model_fn = model_fn
     self._model_fn_args = arguments
@@ -129,7 +132,7 @@ class Estimator:
         raise ValueError(f'Must specify {name} > 0, given: {value}')
     if max_steps is not None:
       latest = self.latest_checkpoint()
-      if latest and _checkpoint_step(latest) >= max_steps:
+      if latest and (checkpointing.step_of(latest) or 0) >= max_steps:
         logging.info('Skipping training since max_steps has already saved.')
         return self
     config = self._config
@@ -363,12 +366,12 @@ class Estimator:
 
   def get_variable_names(self):
     """The names of the variables in the latest checkpoint, as TF1 named them."""
-    return sorted(_checkpoint_keys(self._require_checkpoint()))
+    return sorted(warm_start.checkpoint_keys(self._require_checkpoint()))
 
   def get_variable_value(self, name):
     """The value of variable `name` in the latest checkpoint."""
     path = self._require_checkpoint()
-    keys = _checkpoint_keys(path)
+    keys = warm_start.checkpoint_keys(path)
     if name not in keys:
       raise ValueError(f'Variable {name!r} is not in {path}; it holds {sorted(keys)}.')
     return tf.train.load_checkpoint(path).get_tensor(keys[name])
@@ -463,14 +466,12 @@ def _scaffold(scaffold):
     if scaffold.ready_op is not None:
       logging.info('The spec\'s Scaffold ready_op is ignored: eager variables '
                    'are always ready.')
-    return tfmon_train.Scaffold(init_fn=getattr(scaffold, '_init_fn', None),
-                          saver=scaffold.saver)
+    # TF's keeps init_fn(scaffold, session) as _init_fn(session); tfmon's
+    # Scaffold calls init_fn(scaffold, session).
+    tf_init_fn = getattr(scaffold, '_init_fn', None)
+    return tfmon_train.Scaffold(
+        init_fn=tf_init_fn and (lambda _, session: tf_init_fn(session)),
+        saver=scaffold.saver)
   raise TypeError(f'EstimatorSpec scaffold={scaffold!r} is not a Scaffold.')
 
 
-def _checkpoint_step(path):
-  tail = path.rsplit('-', 1)[-1]
-  return int(tail) if tail.isdigit() else -1
-
-
-_checkpoint_keys = warm_start.checkpoint_keys
