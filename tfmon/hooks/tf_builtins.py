@@ -205,14 +205,6 @@ _CONVERSIONS = {
     _V1.ProfilerHook: _profiler,
 }
 
-def _global_step(hook_name):
-  """The global step variable, for TF's hook `hook_name`; v1's error if none."""
-  global_step = training_util.get_global_step()
-  if global_step is None:
-    raise RuntimeError(f'Global step should be created to use {hook_name}.')
-  return global_step
-
-
 def _holds_a_name(fetches):
   return any(isinstance(leaf, str) for leaf in tf.nest.flatten(fetches))
 
@@ -263,7 +255,7 @@ class _EagerStopAtStepHook(_V1.StopAtStepHook):
   its value before the step, which is what TF's global-step read gave."""
 
   def begin(self):
-    self._global_step_tensor = _global_step('StopAtStepHook')
+    self._global_step_tensor = training_util.require_global_step('StopAtStepHook')
 
 
 class _EagerGlobalStepWaiterHook(_V1.GlobalStepWaiterHook):
@@ -271,7 +263,7 @@ class _EagerGlobalStepWaiterHook(_V1.GlobalStepWaiterHook):
 
   def begin(self):
     self._worker_is_started = False
-    self._global_step_tensor = _global_step('_GlobalStepWaiterHook')
+    self._global_step_tensor = training_util.require_global_step('_GlobalStepWaiterHook')
 
 
 class _SummaryWriter:
@@ -303,7 +295,7 @@ class _EagerStepCounterHook(_V1.StepCounterHook):
     if isinstance(writer, tf.summary.SummaryWriter):
       writer = _SummaryWriter(writer)
     self._summary_writer = writer
-    global_step = _global_step('StepCounterHook')
+    global_step = training_util.require_global_step('StepCounterHook')
     self._global_step_tensor = global_step
     self._summary_tag = global_step.name.split(':')[0] + '/sec'  # TF1's op name
 
