@@ -49,33 +49,6 @@ class Exporter(abc.ABC):
     """
 
 
-class _SavedModelExporter(Exporter):
-  """Exports a SavedModel each time it is asked: what the others build on."""
-
-  def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False):
-    if not callable(serving_input_receiver_fn):
-      raise TypeError(
-          f'Exporter {name!r}: serving_input_receiver_fn={serving_input_receiver_fn!r} '
-          'must be a function returning a tfmon.estimator.export.ServingInputReceiver, '
-          'such as tfmon.estimator.export.build_parsing_serving_input_receiver_fn('
-          'feature_spec).')
-    self._name = name
-    self._serving_input_receiver_fn = serving_input_receiver_fn
-    self._assets_extra = assets_extra
-    self._as_text = as_text
-
-  @property
-  def name(self):
-    return self._name
-
-  def export(self, estimator, export_path, checkpoint_path, eval_result,
-             is_the_final_export):
-    del eval_result, is_the_final_export
-    return estimator.export_saved_model(
-        export_path, self._serving_input_receiver_fn, assets_extra=self._assets_extra,
-        as_text=self._as_text, checkpoint_path=checkpoint_path)
-
-
 def _check_exports_to_keep(exports_to_keep):
   if exports_to_keep is not None and (
       not isinstance(exports_to_keep, int) or exports_to_keep <= 0):
@@ -99,7 +72,39 @@ def _garbage_collect_exports(export_dir_base, exports_to_keep):
       logging.warning('Can not delete %s recursively: %s', path, e)
 
 
-class LatestExporter(Exporter):
+class _SavedModelExporter(Exporter):
+  """What the exporters share: a name, the arguments of
+  `Estimator.export_saved_model`, and the exports kept. Subclasses decide when
+  to call `_export`."""
+
+  def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False,
+               exports_to_keep=None):
+    if not callable(serving_input_receiver_fn):
+      raise TypeError(
+          f'Exporter {name!r}: serving_input_receiver_fn={serving_input_receiver_fn!r} '
+          'must be a function returning a tfmon.estimator.export.ServingInputReceiver, '
+          'such as tfmon.estimator.export.build_parsing_serving_input_receiver_fn('
+          'feature_spec).')
+    self._name = name
+    self._serving_input_receiver_fn = serving_input_receiver_fn
+    self._assets_extra = assets_extra
+    self._as_text = as_text
+    self._exports_to_keep = _check_exports_to_keep(exports_to_keep)
+
+  @property
+  def name(self):
+    return self._name
+
+  def _export(self, estimator, export_path, checkpoint_path):
+    """Exports, then deletes all but the newest `exports_to_keep` exports."""
+    result = estimator.export_saved_model(
+        export_path, self._serving_input_receiver_fn, assets_extra=self._assets_extra,
+        as_text=self._as_text, checkpoint_path=checkpoint_path)
+    _garbage_collect_exports(export_path, self._exports_to_keep)
+    return result
+
+
+class LatestExporter(_SavedModelExporter):
   """Exports after every evaluation, keeping the newest `exports_to_keep`.
 
   Args:
@@ -116,23 +121,16 @@ class LatestExporter(Exporter):
 
   def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False,
                exports_to_keep=5):
-    self._saved_model_exporter = _SavedModelExporter(
-        name, serving_input_receiver_fn, assets_extra, as_text)
-    self._exports_to_keep = _check_exports_to_keep(exports_to_keep)
-
-  @property
-  def name(self):
-    return self._saved_model_exporter.name
+    super().__init__(name, serving_input_receiver_fn, assets_extra, as_text,
+                     exports_to_keep)
 
   def export(self, estimator, export_path, checkpoint_path, eval_result,
              is_the_final_export):
-    result = self._saved_model_exporter.export(
-        estimator, export_path, checkpoint_path, eval_result, is_the_final_export)
-    _garbage_collect_exports(export_path, self._exports_to_keep)
-    return result
+    del eval_result, is_the_final_export
+    return self._export(estimator, export_path, checkpoint_path)
 
 
-class FinalExporter(Exporter):
+class FinalExporter(_SavedModelExporter):
   """Exports once, after the final evaluation.
 
   Args:
@@ -143,20 +141,15 @@ class FinalExporter(Exporter):
   """
 
   def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False):
-    self._saved_model_exporter = _SavedModelExporter(
-        name, serving_input_receiver_fn, assets_extra, as_text)
-
-  @property
-  def name(self):
-    return self._saved_model_exporter.name
+    super().__init__(name, serving_input_receiver_fn, assets_extra, as_text)
 
   def export(self, estimator, export_path, checkpoint_path, eval_result,
              is_the_final_export):
+    del eval_result
     if not is_the_final_export:
       return None
     logging.info('Performing the final export in the end of training.')
-    return self._saved_model_exporter.export(
-        estimator, export_path, checkpoint_path, eval_result, is_the_final_export)
+    return self._export(estimator, export_path, checkpoint_path)
 
 
 def _loss_smaller(best_eval_result, current_eval_result):
@@ -186,7 +179,7 @@ def _check_compare_fn(compare_fn):
   return compare_fn
 
 
-class BestExporter(Exporter):
+class BestExporter(_SavedModelExporter):
   """Exports when an evaluation is better than the best so far.
 
   Args:
@@ -209,20 +202,16 @@ class BestExporter(Exporter):
                event_file_pattern='eval/*.tfevents.*', compare_fn=_loss_smaller,
                assets_extra=None, as_text=False, exports_to_keep=5):
     self._compare_fn = _check_compare_fn(compare_fn)
-    self._saved_model_exporter = _SavedModelExporter(
-        name, serving_input_receiver_fn, assets_extra, as_text)
+    super().__init__(name, serving_input_receiver_fn, assets_extra, as_text,
+                     exports_to_keep)
     self._event_file_pattern = event_file_pattern
-    self._exports_to_keep = _check_exports_to_keep(exports_to_keep)
     self._model_dir = None
     self._best_eval_result = None
     self._has_exported = False
 
-  @property
-  def name(self):
-    return self._saved_model_exporter.name
-
   def export(self, estimator, export_path, checkpoint_path, eval_result,
              is_the_final_export):
+    del is_the_final_export
     if self._model_dir != estimator.model_dir and self._event_file_pattern:
       logging.info('Loading best metric from event files.')
       self._model_dir = estimator.model_dir
@@ -234,9 +223,7 @@ class BestExporter(Exporter):
                          current_eval_result=eval_result)):
       logging.info('Performing best model export.')
       self._best_eval_result = eval_result
-      result = self._saved_model_exporter.export(
-          estimator, export_path, checkpoint_path, eval_result, is_the_final_export)
-      _garbage_collect_exports(export_path, self._exports_to_keep)
+      result = self._export(estimator, export_path, checkpoint_path)
       self._has_exported = True
       return result
     return None
