@@ -226,9 +226,9 @@ def warm_start(ckpt_to_initialize_from, vars_to_warm_start='.*',
 
 
 def _chosen_variables(vars_to_warm_start):
-  """`{TF1 name: variable}` chosen by `vars_to_warm_start` in the default graph,
-  by TF's rules (regexes `re.match` the variables' names)."""
-  _check_selection(vars_to_warm_start)
+  """`{TF1 name: variable}` chosen by `vars_to_warm_start` (checked by
+  WarmStartSettings) in the default graph, by TF's rules (regexes `re.match`
+  the variables' names)."""
   if vars_to_warm_start is None or isinstance(vars_to_warm_start, str):
     chosen = tf.compat.v1.get_collection(
         tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES, scope=vars_to_warm_start)
