@@ -119,7 +119,6 @@ class GraphCall:
     self._iterators = None  # iterators' handles: [(tensor, handle)]
     self._keep = []      # what must live as long as those handles
     self._ops = {id(op): op for op in graph.get_operations()}
-    self._fed = {}  # feed_dict key (a tensor or a name) -> the tensor it feeds
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
     self._alongside = []  # Pending work for the next call (see alongside)
     _open_calls.add(self)
@@ -160,7 +159,7 @@ class GraphCall:
       plan = self._plans[key] = self._plan(flat, feed_dict)
     if plan is STEP_FUNCTIONS or plan is MIXED:
       return plan
-    feeds = self._feeds(feed_dict) if feed_dict else []
+    feeds = self._feeds(plan, feed_dict) if feed_dict else []
     function = plan.function
     if (function is None and (plan.tensors or plan.operations)) or (
         function is not None and function.retired):
@@ -401,26 +400,30 @@ class GraphCall:
           f'names: {nearest}. Name a tensor as `op_name:0` or an operation by '
           'its name.') from None
 
-  def _feeds(self, feed_dict):
-    """`[(fed tensor, value tensor)]` in a fixed order (by the tensor's name)."""
+  def _feeds(self, plan, feed_dict):
+    """`[(fed tensor, value tensor)]` in a fixed order (by the tensor's name).
+
+    The fed tensors, their order and specs are the plan's (its key holds the
+    feed keys in order), found at its first run: a run converts and checks
+    values only.
+    """
+    if plan.feeds is None:
+      tensors = [self._fed_tensor(key) for key in feed_dict]
+      plan.feeds = [(i, tensors[i], tensors[i].dtype, tensors[i].shape)
+                    for i in sorted(range(len(tensors)), key=lambda i: tensors[i].name)]
+    values = list(feed_dict.values())  # keys: graph tensors, unhashable here
     feeds = []
-    for key, value in feed_dict.items():
-      cache_key = key if isinstance(key, str) else id(key)  # tensors: by identity
-      tensor = self._fed.get(cache_key)
-      if tensor is None:
-        tensor = self._fed[cache_key] = self._fed_tensor(key)
+    for i, tensor, dtype, shape in plan.feeds:
       try:
-        value = tf.convert_to_tensor(value, dtype=tensor.dtype)
+        value = tf.convert_to_tensor(values[i], dtype=dtype)
       except (TypeError, ValueError) as e:
-        raise TypeError(f'Cannot feed {value!r} to {tensor.name} of dtype '
-                        f'{tensor.dtype.name}: {e}') from None
-      if not tensor.shape.is_compatible_with(value.shape):
+        raise TypeError(f'Cannot feed {values[i]!r} to {tensor.name} of dtype '
+                        f'{dtype.name}: {e}') from None
+      if not shape.is_compatible_with(value.shape):
         raise ValueError(
             f'Cannot feed value of shape {tuple(value.shape)} for Tensor '
-            f'{tensor.name!r}, which has shape {tensor.shape}')
+            f'{tensor.name!r}, which has shape {shape}')
       feeds.append((tensor, value))
-    if len(feeds) > 1:
-      feeds.sort(key=lambda pair: pair[0].name)
     return feeds
 
   def _fed_tensor(self, key):
@@ -463,6 +466,7 @@ class _Plan:
         self.kinds.append(_VALUE)
     self.records = any(_is_summary(t) for t in self.tensors)
     self.function = None
+    self.feeds = None  # [(index in feed_dict, fed tensor, dtype, shape)]: see _feeds
 
 
 def _needed_ops(elements, stops):
