@@ -34,6 +34,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 # only here.
 from tensorflow.python.trackable import resource as tf_resource
 
+from tfmon import paths
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
 from tfmon.estimator import warm_start
@@ -442,6 +443,8 @@ def export_saved_model(estimator, export_dir_base, serving_input_receiver_fn,
         f'only (experimental_mode=ModeKeys.PREDICT, {ModeKeys.PREDICT!r}); a TRAIN '
         'or EVAL SavedModel was a TF1 graph for TF1 sessions. Train from model_dir.')
   _check_assets_extra(assets_extra)
+  # Before the graph is built: a file in the way fails here, naming the argument.
+  export_dir_base = paths.check_directory(export_dir_base, 'export_dir_base')
   checkpoint = checkpoint_path or estimator.latest_checkpoint()
   settings = estimator._warm_start_settings  # pylint: disable=protected-access
   if not checkpoint and settings:
@@ -480,7 +483,6 @@ def _export(estimator, export_dir_base, serving_input_receiver_fn, assets_extra,
   functions = {name: _signature_function(graph, signature)
                for name, signature in signatures.items()}
 
-  export_dir_base = os.path.abspath(os.path.expanduser(os.fsdecode(export_dir_base)))
   tf.io.gfile.makedirs(export_dir_base)
   export_dir = _timestamped_export_dir(export_dir_base)
   temp_dir = _temp_export_dir(export_dir)
