@@ -419,7 +419,8 @@ def _export_outputs(spec):
 # ---- the SavedModel ----
 
 
-_Signature = collections.namedtuple('_Signature', ['inputs', 'outputs'])
+# `method`: TF1's method name, for the export's log lines.
+_Signature = collections.namedtuple('_Signature', ['method', 'inputs', 'outputs'])
 
 
 def export_saved_model(estimator, export_dir_base, serving_input_receiver_fn,
@@ -527,16 +528,16 @@ def _build_serving_graph(estimator, serving_input_receiver_fn):
     for key, output in outputs.items():
       name = key if receiver_name is None else f'{receiver_name}:{key}'
       try:
-        signature = _Signature(output.signature_inputs(receiver_tensors),
+        signature = _Signature(output.method, output.signature_inputs(receiver_tensors),
                                output.signature_outputs())
         _check_servable(graph, signature)
       except ValueError as e:
         excluded[name] = str(e)
         continue
-      signatures[name] = (output.method, signature)
+      signatures[name] = signature
   _log_signatures(signatures, excluded)
   graph.finalize()
-  return graph, {name: s for name, (_, s) in signatures.items()}, list(tracker.resources)
+  return graph, signatures, list(tracker.resources)
 
 
 def _check_in_graph(receiver, graph):
@@ -581,7 +582,7 @@ _METHODS = ('Classify', 'Regress', 'Predict', 'Train', 'Eval')
 def _log_signatures(signatures, excluded):
   """TF1's report of the signatures exported and excluded."""
   for method in _METHODS:
-    names = [name for name, (kind, _) in signatures.items() if kind == method]
+    names = [name for name, signature in signatures.items() if signature.method == method]
     logging.info('Signatures INCLUDED in export for %s: %s', method, names or 'None')
   if excluded:
     logging.info('Signatures EXCLUDED from export because they cannot be be served '
