@@ -517,13 +517,13 @@ def _build_serving_graph(estimator, serving_input_receiver_fn):
           f'{type(receiver).__name__}: it must return a '
           'tfmon.estimator.export.ServingInputReceiver (or TensorServingInputReceiver), '
           'such as build_parsing_serving_input_receiver_fn(feature_spec)() returns.')
-    _check_in_graph(receiver, graph)
+    receivers = {None: receiver.receiver_tensors}  # None: the default receiver
+    receivers.update(receiver.receiver_tensors_alternatives or {})
+    _check_in_graph(receivers, graph)
     spec = estimator._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
     # pylint: enable=protected-access
     outputs = _export_outputs(spec)
   signatures, excluded = {}, {}
-  receivers = {None: receiver.receiver_tensors}
-  receivers.update(receiver.receiver_tensors_alternatives or {})
   for receiver_name, receiver_tensors in receivers.items():
     for key, output in outputs.items():
       name = key if receiver_name is None else f'{receiver_name}:{key}'
@@ -540,13 +540,12 @@ def _build_serving_graph(estimator, serving_input_receiver_fn):
   return graph, signatures, list(tracker.resources)
 
 
-def _check_in_graph(receiver, graph):
+def _check_in_graph(receivers, graph):
   """Raises ValueError for receiver tensors made outside the serving graph
   (eagerly, or in another graph): a request could not feed them."""
-  groups = {'receiver_tensors': receiver.receiver_tensors}
-  for name, tensors in (receiver.receiver_tensors_alternatives or {}).items():
-    groups[f'receiver_tensors_alternatives[{name!r}]'] = tensors
-  for label, tensors in groups.items():
+  for name, tensors in receivers.items():
+    label = ('receiver_tensors' if name is None else
+             f'receiver_tensors_alternatives[{name!r}]')
     for key, value in tensors.items():
       if not isinstance(value, tf.Tensor) or getattr(value, 'graph', None) is not graph:
         raise ValueError(
