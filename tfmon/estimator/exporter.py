@@ -62,8 +62,8 @@ def _garbage_collect_exports(export_dir_base, exports_to_keep):
   (directories named by a 10-digit time; None keeps all)."""
   if exports_to_keep is None or not tf.io.gfile.isdir(export_dir_base):
     return
-  versions = sorted(int(name.rstrip('/')) for name in tf.io.gfile.listdir(export_dir_base)
-                    if len(name.rstrip('/')) == 10 and name.rstrip('/').isdigit())
+  names = [name.rstrip('/') for name in tf.io.gfile.listdir(export_dir_base)]
+  versions = sorted(int(name) for name in names if len(name) == 10 and name.isdigit())
   for version in versions[:-exports_to_keep]:
     path = os.path.join(export_dir_base, str(version))
     try:
