@@ -124,7 +124,9 @@ def checkpoint_path(ckpt_to_initialize_from):
   Raises:
     ValueError: there is no checkpoint there.
   """
-  path = os.path.abspath(os.path.expanduser(os.fsdecode(ckpt_to_initialize_from)))
+  path = os.fsdecode(ckpt_to_initialize_from)
+  if '://' not in path:  # a gs:// path stays as it is
+    path = os.path.abspath(os.path.expanduser(path))
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest:
