@@ -309,10 +309,10 @@ def test_training_runs_share_one_function_and_summaries_compute_on_recording_run
   state = tf.train.get_checkpoint_state(str(tmp_path))
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths][-3:] == [
       'model.ckpt-4', 'model.ckpt-8', 'model.ckpt-10']
-  # One function for the training runs, whichever hooks are due, and one for
-  # the recording runs. TF's own hooks add two small ones: their one-off read
-  # of the global step at creation, and the save op of their v1 Saver.
-  assert functions == (2 if hook_module == 'tfmon' else 4)
+  # One function for the training runs, recording or not, whichever hooks are
+  # due. TF's own hooks add two small ones: their one-off read of the global
+  # step at creation, and the save op of their v1 Saver.
+  assert functions == (1 if hook_module == 'tfmon' else 3)
 
 
 def test_a_one_shot_iterator_continues_across_runs_with_other_fetches():

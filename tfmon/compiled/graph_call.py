@@ -17,12 +17,13 @@ family of runs, as far as TF1's semantics allow:
     The union is seeded, when a family's first function is built, with the
     graph tensors the session's hooks hold (`seed`): hooks that become due
     later find their tensors there, and nothing is pruned again for them;
-  - runs that fetch v1 summaries (a SummarySaverHook's recording runs) use a
-    second function of the family, computing the same union and the
-    summaries: summaries compute on recording runs only, as TF1 computed
-    them, and the runs between run exactly the training graph. (A `record`
-    input gating the summaries inside one function cost CIFAR-10's step 3-4%:
-    measured in BUILD_NOTES.) The second is pruned alongside the first call.
+  - v1 summaries, and the ops only they need, run inside a `tf.cond` on the
+    function's leading `record` input, true on the runs that fetch them (a
+    SummarySaverHook's recording runs): summaries compute on recording runs
+    only, as TF1 computed them, and recording runs share the function of the
+    runs between. Summaries seed only a training run's family (one that runs
+    an operation): a hook's own `session.run(global_step)` never carries the
+    model's forward pass for them.
 
 Each tf.data iterator (`make_one_shot_iterator`, `make_initializable_iterator`)
 is made once and its resource fed to every function: each pruned function
@@ -43,7 +44,6 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfmon.compiled import alongside
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 
@@ -91,14 +91,14 @@ class _Function:
     self.tensors = tensors
     self.operations = operations
     self.retired = False  # replaced by a function of a larger union
+    self.gated = False  # takes a leading `record` input gating its summaries
 
 
 class _Family:
-  """The functions of runs that change the same state with the same feeds: one
-  for the runs that fetch summaries (recording), one for the others."""
+  """The function of runs that change the same state with the same feeds."""
 
   def __init__(self):
-    self.functions = {True: None, False: None}
+    self.function = None
 
 
 class GraphCall:
@@ -120,7 +120,8 @@ class GraphCall:
     self._keep = []      # what must live as long as those handles
     self._ops = {id(op): op for op in graph.get_operations()}
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
-    self._alongside = []  # Pending work for the next call (see alongside)
+    with tf.init_scope():  # a gated function's `record` input (see _prune)
+      self._record = {False: tf.constant(False), True: tf.constant(True)}
     _open_calls.add(self)
     self.functions_built = 0
 
@@ -169,8 +170,9 @@ class GraphCall:
     outputs = None
     if function is not None:
       inputs = [value for _, value in feeds] + [h for _, h in self._iterators]
-      outputs = (alongside.call_alongside(self._alongside, function.call, inputs)
-                 if self._alongside else function.call(inputs))
+      if function.gated:
+        inputs.insert(0, self._record[plan.records])
+      outputs = function.call(inputs)
     results = []
     for leaf, kind, element, value in zip(flat, plan.kinds, plan.elements, before):
       if kind == _OUTPUT:
@@ -296,54 +298,81 @@ class GraphCall:
                        stops, self._ops)
     family = self._families.setdefault(
         (effects, tuple(t.name for t in fed)), _Family())
-    current = family.functions[plan.records]
+    current = family.function
     if current is not None and _computes(current, plan.tensors, plan.operations):
       return current
-    other = family.functions[not plan.records]
     tensors, operations = list(plan.tensors), list(plan.operations)
-    for function in (current, other):  # the union, the same in both
-      if function is not None:
-        tensors += function.tensors
-        operations += function.operations
-    if current is None and other is None:  # seeded with what hooks hold
-      tensors += [t for t in self._seeds if self._can_join(t, effects, stops)]
-    tensors, operations = _unique(tensors), _unique(operations)
-    plain = [t for t in tensors if not _is_summary(t)]
-    if current is not None:
+    if current is not None:  # the run needs more: its fetches join the union
       current.retired = True  # plans holding it look again
-    if other is not None and not _computes(other, plain, operations):
-      other.retired = True
-      family.functions[not plan.records] = None
-    function = family.functions[plan.records] = self._prune(
-        fed, tensors if plan.records else plain, operations)
+      tensors += current.tensors
+      operations += current.operations
+    else:  # the family's first function: seeded with what hooks hold
+      trains = bool(plan.operations)
+      tensors += [t for t in self._seeds if self._can_join(t, effects, stops, trains)]
+    family.function = self._prune(fed, _unique(tensors), _unique(operations), stops)
+    return family.function
 
-    def prune_the_other():
-      family.functions[False] = self._prune(fed, plain, operations)
-
-    if plan.records and family.functions[False] is None:
-      # The runs between recordings come next: their function is pruned
-      # alongside this call (pruning a graph the size of TF's CIFAR-10
-      # tutorial takes ~0.2 s of Python, which would delay the second step).
-      self._alongside.append(alongside.Pending(prune_the_other))
-    return function
-
-  def _can_join(self, tensor, effects, stops):
-    """Whether a function of `effects` may compute `tensor`: it changes no other
-    state (summaries run on recording runs only), and needs no placeholder the
-    family does not feed."""
-    needed = _needed_ops([tensor], stops)
+  def _can_join(self, tensor, effects, stops, trains):
+    """Whether the first function of a family of `effects` may compute `tensor`
+    (a seed): it changes no other state, needs no placeholder the family does
+    not feed, and is no summary unless the family's run trains."""
+    if _is_summary(tensor):
+      if not trains:
+        return False
+    elif not _effects([tensor], stops, self._ops) <= effects:
+      return False
     captures = self.graph.captured_placeholder_ids()
-    return (_is_summary(tensor) or _effects([tensor], stops, self._ops) <= effects) and not any(
-        op.type == 'Placeholder' and i not in captures for i, op in needed.items())
+    return not any(op.type == 'Placeholder' and i not in captures
+                   for i, op in _needed_ops([tensor], stops).items())
 
-  def _prune(self, fed, tensors, operations):
+  def _prune(self, fed, tensors, operations, stops):
     """A function computing `tensors` and running `operations` from `fed` and
-    the iterators' handles."""
+    the iterators' handles. Summaries among the tensors, and the ops only they
+    need, run in a `tf.cond` on a leading `record` input (see the module doc):
+    `main`, pruned without them, outputs what they read too (their frontier),
+    and `gate`, pruned from that frontier, computes them when recording.
+
+    Measured against a function for the recording runs and another for the
+    runs between: the same step time between recordings (BUILD_NOTES.md,
+    "TF1 graph mode").
+    """
     sources = list(fed) + [t for t, _ in self._iterators]
-    pruned = self.graph.wrapped_function().prune(sources, tensors + operations)
-    self._keep.append(pruned)
+    wrapped = self.graph.wrapped_function()
+    summaries = [t for t in tensors if _is_summary(t)]
+    rest = [t for t in tensors if not _is_summary(t)]
     self.functions_built += 1
-    return _Function(compiled_call.flat_caller(pruned), tensors, operations)
+    if not summaries:
+      pruned = wrapped.prune(sources, rest + operations)
+      self._keep.append(pruned)
+      return _Function(compiled_call.flat_caller(pruned), rest, operations)
+    always = _needed_ops(rest + operations, stops)
+    # Variable reads stay ungated: a summary of a weight reads it with the step.
+    gated = {i: op for i, op in _needed_ops(summaries, stops).items()
+             if i not in always and op.type != 'ReadVariableOp'}
+    captures = self.graph.captured_placeholder_ids()
+    frontier = _unique([t for op in gated.values() for t in op.inputs
+                        if id(t.op) not in gated and id(t.op) not in captures])
+    source_index = {id(t): i for i, t in enumerate(sources)}
+    computed = [t for t in frontier if id(t) not in source_index]
+    main = wrapped.prune(sources, rest + computed + operations)
+    gate = wrapped.prune(frontier, summaries)
+
+    def step(record, *inputs):
+      outputs = main(*inputs) or []
+      values = dict(zip(map(id, computed), outputs[len(rest):]))
+      given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
+               for t in frontier]
+      recorded = tf.cond(record, lambda: gate(*given),
+                         lambda: [tf.constant(b'') for _ in summaries])
+      return list(outputs[:len(rest)]) + list(recorded)
+
+    specs = [tf.TensorSpec([], tf.bool)] + [tf.TensorSpec(t.shape, t.dtype) for t in sources]
+    with tf.init_scope():
+      concrete = tf.function(step, autograph=False).get_concrete_function(*specs)
+    self._keep += [main, gate, concrete]
+    function = _Function(compiled_call.flat_caller(concrete), rest + summaries, operations)
+    function.gated = True
+    return function
 
   def _make_iterators(self):
     """Each iterator's resource, made once (see the module doc).
