@@ -47,6 +47,6 @@ __all__ = [
 # What is imported by now (TensorFlow, numpy and tfmon: ~330,000 objects) lives
 # as long as the process. Frozen, it is no longer walked by every full garbage
 # collection: the first one after the imports otherwise costs 0.15-0.18 s of a
-# job's start (BUILD_NOTES.md, "Startup"). Objects made later are collected as
-# before; `gc.unfreeze()` undoes it.
+# job's start (BUILD_NOTES.md, "Startup: gc.freeze()"). Objects made later are
+# collected as before; `gc.unfreeze()` undoes it.
 gc.freeze()
