@@ -705,3 +705,40 @@ def test_summaries_of_fed_placeholders_and_constants_record_with_an_op_fetch():
       assert summary.value[0].simple_value == 3.0
       assert sess.run(increment, {x: np.ones((2, 2))}) is None
       assert sess.run(global_step) == 2
+
+
+def test_what_a_summary_reads_runs_once_on_recording_steps(tmp_path):
+  # A summary of a tensor that an assignment and an initializable iterator
+  # feed. The gated summaries' function, pruned from that tensor, also holds a
+  # dead copy of what computes it (an assignment, a second, uninitialized
+  # iterator): TF drops it when it instantiates the function. The counter
+  # moves once a step and the data is read once, as in TF1.
+  def run(graph, train):
+    with graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      iterator = tf.compat.v1.data.make_initializable_iterator(
+          tf.data.Dataset.range(100).map(lambda x: tf.cast(x, tf.float32)))
+      counter = tf.compat.v1.get_variable(
+          'counter', [], initializer=tf.compat.v1.zeros_initializer())
+      with tf.control_dependencies([tf.compat.v1.assign_add(counter, 1.0)]):
+        doubled = tf.identity(iterator.get_next() * 2.0)
+      tf.compat.v1.summary.scalar('doubled', doubled)
+      with tf.control_dependencies([tf.compat.v1.assign_add(global_step, 1)]):
+        train_op = tf.identity(doubled)
+      scaffold = train.Scaffold(local_init_op=tf.group(
+          iterator.initializer, tf.compat.v1.local_variables_initializer()))
+      seen = []
+      directory = str(tmp_path / graph.__module__.split('.')[0])
+      with train.MonitoredTrainingSession(
+          checkpoint_dir=directory, scaffold=scaffold, save_summaries_steps=1,
+          save_checkpoint_secs=None, hooks=[train.StopAtStepHook(last_step=4)]) as sess:
+        while not sess.should_stop():
+          seen.append(tuple(float(v) for v in sess.run([train_op, counter])))
+    records = event_accumulator.EventAccumulator(directory)
+    records.Reload()
+    return seen, [(e.step, e.value) for e in records.Scalars('doubled')]
+
+  ours = run(tfmon.Graph, tfmon.train)
+  assert ours == run(tf.Graph, tf.compat.v1.train)
+  assert ours[0] == [(0.0, 0.0), (2.0, 1.0), (4.0, 2.0), (6.0, 3.0)]
+  assert ours[1] == [(1, 0.0), (2, 2.0), (3, 4.0), (4, 6.0)]

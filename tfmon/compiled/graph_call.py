@@ -331,6 +331,9 @@ class GraphCall:
     need, run in a `tf.cond` on a leading `record` input (see the module doc):
     `main`, pruned without them, outputs what they read too (their frontier),
     and `gate`, pruned from that frontier, computes them when recording.
+    (`prune` from tensors inside a graph also copies, unconnected, the ops that
+    compute them; TF drops those when it instantiates the function, as it does
+    any side effect a traced function does not list: tested.)
 
     Measured against a function for the recording runs and another for the
     runs between: the same step time between recordings (BUILD_NOTES.md,
