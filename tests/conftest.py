@@ -6,6 +6,7 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 import tensorflow as tf
 
@@ -31,11 +32,13 @@ def fresh_global_step():
 
 @pytest.fixture(autouse=True)
 def tf_logging_level():
-  """Puts TensorFlow's log level back after a test (examples set INFO)."""
-  logger = tf.get_logger()
-  level = logger.level
+  """Puts TensorFlow's and absl's log levels back after a test (examples set
+  INFO; TF's SavedModel writing leaves absl's at WARNING)."""
+  loggers = [tf.get_logger(), absl_logging.get_absl_logger()]
+  levels = [logger.level for logger in loggers]
   yield
-  logger.setLevel(level)
+  for logger, level in zip(loggers, levels):
+    logger.setLevel(level)
 
 
 _exit_status = []

@@ -4,6 +4,7 @@ train_and_evaluate: TF2 SavedModels that serve what Estimator.predict predicts."
 import logging
 import os
 
+from absl import logging as absl_logging
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -76,7 +77,9 @@ def test_export_serves_what_predict_predicts(tmp_path, caplog):
   caplog.set_level(logging.INFO)
   model = _trained(tmp_path / 'model')
   receiver_fn = export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, 4])})
+  absl_level = absl_logging.get_absl_logger().level
   path = model.export_saved_model(str(tmp_path / 'serving'), receiver_fn)
+  assert absl_logging.get_absl_logger().level == absl_level  # TF's save changes it
 
   assert isinstance(path, bytes)  # as TF1 returned it
   version = os.path.basename(path.decode())

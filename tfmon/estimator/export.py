@@ -26,6 +26,7 @@ import concurrent.futures
 import os
 import time
 
+from absl import logging as absl_logging
 from google.protobuf import text_format
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
@@ -487,8 +488,16 @@ def _export(estimator, export_dir_base, serving_input_receiver_fn, assets_extra,
   tf.io.gfile.makedirs(export_dir_base)
   export_dir = _timestamped_export_dir(export_dir_base)
   temp_dir = _temp_export_dir(export_dir)
+  absl_level = absl_logging.get_absl_logger().level
   try:
-    tf.saved_model.save(root, temp_dir, signatures=functions)
+    try:
+      tf.saved_model.save(root, temp_dir, signatures=functions)
+    finally:
+      # TF quirk: saving an AutoTrackable sets absl's verbosity to FATAL, then
+      # back to what `get_verbosity()` read, the effective level: an absl logger
+      # left unset (a program outside absl.app) was left at WARNING, and the
+      # program's absl INFO lines vanished after an export.
+      absl_logging.get_absl_logger().setLevel(absl_level)
     if as_text:
       _rewrite_as_text(temp_dir)
     _copy_assets_extra(temp_dir, assets_extra)
