@@ -368,10 +368,8 @@ class GraphCall:
       # (a CIFAR-10 recording step 0.02-0.03 s sooner). `main`'s call is listed
       # as what the function must run.
       graph = tf.compat.v1.get_default_graph()
-      graph.control_outputs.extend(
-          op for op in graph.get_operations()
-          if op.type in ('StatefulPartitionedCall', 'PartitionedCall')
-          and op not in graph.control_outputs)
+      graph.control_outputs.extend(op for op in graph.get_operations()
+                                   if op.type in ('StatefulPartitionedCall', 'PartitionedCall'))
       values = dict(zip(map(id, computed), outputs[len(rest):]))
       given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
                for t in frontier]
