@@ -91,7 +91,8 @@ class _Function:
     self.tensors = tensors
     self.operations = operations
     self.retired = False  # replaced by a function of a larger union
-    self.gated = False  # takes a leading `record` input gating its summaries
+    # Summaries among its outputs: it takes a leading `record` input gating them.
+    self.gated = any(_is_summary(t) for t in tensors)
 
 
 class _Family:
@@ -381,9 +382,7 @@ class GraphCall:
     with tf.init_scope():
       concrete = tf.compat.v1.wrap_function(step, specs)
     self._keep += [main, gate, concrete]
-    function = _Function(compiled_call.flat_caller(concrete), rest + summaries, operations)
-    function.gated = True
-    return function
+    return _Function(compiled_call.flat_caller(concrete), rest + summaries, operations)
 
   def _make_iterators(self):
     """Each iterator's resource, made once (see the module doc).
