@@ -61,10 +61,10 @@ def _close_all():
     call.close()
 
 
-# What `run` returns for a run of step functions, which the compiler runs, and
-# for one of step functions and graph elements (see `split`).
+# What `run` returns for a run of step functions, which the compiler runs. For
+# one of step functions and graph elements it returns that call structure's
+# `Mixed`, which splits it.
 STEP_FUNCTIONS = object()
-MIXED = object()
 
 # How a flat fetch leaf becomes a result.
 _OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE = range(6)
@@ -159,7 +159,7 @@ class GraphCall:
     plan = self._plans.get(key)
     if plan is None:
       plan = self._plans[key] = self._plan(flat, feed_dict)
-    if plan is STEP_FUNCTIONS or plan is MIXED:
+    if plan is STEP_FUNCTIONS or isinstance(plan, Mixed):
       return plan
     feeds = self._feeds(plan, feed_dict) if feed_dict else []
     function = plan.function
@@ -257,29 +257,11 @@ class GraphCall:
              if fetch_plan.leaf_kind(leaf) in (fetch_plan.STEP, fetch_plan.OP)]
     if not steps:
       return _Plan(flat, [self._fetch_element(leaf) for leaf in flat])
-    if any(self._is_graph_leaf(leaf) for leaf in flat) or any(
-        self._is_graph_feed(key) for key in feed_dict or ()):
-      return MIXED
+    leaves = [self._is_graph_leaf(leaf) for leaf in flat]
+    feeds = [self._is_graph_feed(key) for key in feed_dict or ()]
+    if any(leaves) or any(feeds):
+      return Mixed(leaves, feeds)
     return STEP_FUNCTIONS
-
-  def split(self, fetches, feed_dict):
-    """`(graph part, step part, merge)` of a MIXED run: each part a
-    `(flat fetches, feed_dict)`; `merge(graph results, step results)` gives the
-    run's results. The graph part runs first (a hook's step function then sees
-    what the training run did)."""
-    flat = tf.nest.flatten(fetches)
-    mine = [self._is_graph_leaf(leaf) for leaf in flat]
-    graph_feeds, step_feeds = {}, {}
-    for key, value in (feed_dict or {}).items():
-      (graph_feeds if self._is_graph_feed(key) else step_feeds)[key] = value
-
-    def merge(graph_results, step_results):
-      graph_results, step_results = iter(graph_results), iter(step_results)
-      return compiled_call._pack(fetches, [  # pylint: disable=protected-access
-          next(graph_results) if m else next(step_results) for m in mine])
-
-    return (([l for l, m in zip(flat, mine) if m], graph_feeds or None),
-            ([l for l, m in zip(flat, mine) if not m], step_feeds or None), merge)
 
   def _is_graph_leaf(self, leaf):
     return fetch_plan.leaf_kind(leaf) not in (fetch_plan.STEP, fetch_plan.OP) and (
@@ -472,6 +454,34 @@ class GraphCall:
           f'feed_dict key {key!r} is not a tensor of the graph this session runs: '
           'key feeds by the placeholder (or its name, e.g. "x:0").')
     return tensor
+
+
+class Mixed:
+  """A call structure of step functions and graph elements: which flat fetches
+  and which feeds are the graph's, found at its first run."""
+
+  def __init__(self, leaves, feeds):
+    self._leaves = leaves
+    self._feeds = feeds
+
+  def split(self, fetches, feed_dict):
+    """`(graph part, step part, merge)` of a run: each part a `(flat fetches,
+    feed_dict)`; `merge(graph results, step results)` gives the run's results.
+    The graph part runs first (a hook's step function then sees what the
+    training run did)."""
+    flat = tf.nest.flatten(fetches)
+    graph_feeds, step_feeds = {}, {}
+    for mine, (key, value) in zip(self._feeds, (feed_dict or {}).items()):
+      (graph_feeds if mine else step_feeds)[key] = value
+
+    def merge(graph_results, step_results):
+      graph_results, step_results = iter(graph_results), iter(step_results)
+      return compiled_call._pack(fetches, [  # pylint: disable=protected-access
+          next(graph_results) if mine else next(step_results) for mine in self._leaves])
+
+    return (([l for l, mine in zip(flat, self._leaves) if mine], graph_feeds or None),
+            ([l for l, mine in zip(flat, self._leaves) if not mine], step_feeds or None),
+            merge)
 
 
 def _leaf_key(leaf):

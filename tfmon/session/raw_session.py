@@ -167,8 +167,8 @@ class RawSession(graph_capture.SessionInterface):
       if results is graph_call.STEP_FUNCTIONS:
         return results
       self.calls_run += 1
-      if results is graph_call.MIXED:
-        graph_part, step_part, merge = self._graph_call.split(fetches, feed_dict)
+      if isinstance(results, graph_call.Mixed):
+        graph_part, step_part, merge = results.split(fetches, feed_dict)
         self.calls_run += 1
         results = merge(self._graph_call.run(*graph_part), self._compiler.run(*step_part))
       return results
