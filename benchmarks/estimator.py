@@ -50,8 +50,6 @@ import gc
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -60,6 +58,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-import-not-at-top
 
+from benchmarks import startup  # pylint: disable=g-import-not-at-top
 from examples.estimator_cnn_mnist import cnn_model_fn, synthetic_mnist  # pylint: disable=g-import-not-at-top
 from tfmon import estimator  # pylint: disable=g-import-not-at-top
 
@@ -72,7 +71,6 @@ _EXAMPLES = 1024
 _NEVER = 10**6  # save_checkpoints_steps: only the saves at creation and at the end
 _WARM_UP = {'cnn': 20, 'mlp': 200}
 _DEFAULT_STEPS = {'cnn': 100, 'mlp': 2000}
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --- The model_fns and the input_fn, shared by the variants. ---
@@ -252,21 +250,7 @@ def run_short(model, variant):
   # import tf_keras (~0.4 s), as tfmon's routing does at the first layer.
   if variant == 'tf1' and model == 'cnn':
     env['TF_USE_LEGACY_KERAS'] = '1'
-  with tempfile.TemporaryDirectory() as model_dir:
-    start = time.time()
-    process = subprocess.run(
-        [sys.executable, '-m', 'benchmarks.estimator', '--worker', variant,
-         '--model', model, '--dir', model_dir],
-        cwd=_REPO_ROOT, env=env, capture_output=True, text=True, check=False)
-  times = {}
-  for line in process.stdout.splitlines():
-    if line.startswith('{'):
-      record = json.loads(line)
-      times[record['milestone']] = record['time'] - start
-  if process.returncode or set(times) != set(MILESTONES):
-    raise RuntimeError(f'{model}/{variant} failed (exit {process.returncode}):\n'
-                       f'{process.stderr[-3000:]}')
-  return times
+  return startup.run_worker('benchmarks.estimator', model, variant, MILESTONES, env)[0]
 
 
 def measure_short(model, rounds):

@@ -65,7 +65,7 @@ class Unavailable(Exception):
 
 def _report(step):
   """Prints a milestone for the parent: the step and the wall clock."""
-  print(json.dumps({'step': int(step), 'time': time.time()}), flush=True)
+  print(json.dumps({'milestone': int(step), 'time': time.time()}), flush=True)
 
 
 # --- Data and models, shared by the variants. ---
@@ -451,26 +451,38 @@ def _worker(model, variant, directory):
     print(json.dumps({'unavailable': str(e)}), flush=True)
 
 
-def run_variant(model, variant):
-  """Runs one variant in a fresh process; returns {milestone: seconds} or a reason."""
+def run_worker(module, model, variant, milestones, env=None):
+  """Runs `python -m module --worker variant --model model --dir <a temporary
+  directory>` in a fresh process, timed from just before it starts; returns
+  `({milestone: seconds}, None)` from the lines its worker printed (`_report`),
+  or `({}, reason)` for a variant that said it cannot run here.
+
+  Raises:
+    RuntimeError: the worker failed or missed a milestone (its stderr's tail).
+  """
   with tempfile.TemporaryDirectory() as directory:
     start = time.time()
     process = subprocess.run(
-        [sys.executable, '-m', 'benchmarks.startup', '--worker', variant,
-         '--model', model, '--dir', directory],
-        cwd=_REPO_ROOT, capture_output=True, text=True, check=False)
-    times, reason = {}, None
-    for line in process.stdout.splitlines():
-      if line.startswith('{'):
-        record = json.loads(line)
-        if 'unavailable' in record:
-          reason = record['unavailable']
-        else:
-          times[record['step']] = record['time'] - start
-    if reason is None and (process.returncode or set(times) != set(MILESTONES)):
-      raise RuntimeError(f'{model}/{variant} failed (exit {process.returncode}):\n'
-                         f'{process.stderr[-3000:]}')
-    return times, reason
+        [sys.executable, '-m', module, '--worker', variant, '--model', model,
+         '--dir', directory],
+        cwd=_REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+  times, reason = {}, None
+  for line in process.stdout.splitlines():
+    if line.startswith('{'):
+      record = json.loads(line)
+      if 'unavailable' in record:
+        reason = record['unavailable']
+      else:
+        times[record['milestone']] = record['time'] - start
+  if reason is None and (process.returncode or set(times) != set(milestones)):
+    raise RuntimeError(f'{model}/{variant} failed (exit {process.returncode}):\n'
+                       f'{process.stderr[-3000:]}')
+  return times, reason
+
+
+def run_variant(model, variant):
+  """Runs one variant in a fresh process; returns {milestone: seconds} or a reason."""
+  return run_worker('benchmarks.startup', model, variant, MILESTONES)
 
 
 def measure(model, rounds):
