@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
+from tfmon.compiled import graph_capture
 
 # The ops that make a tf.data iterator's resource: each is made once, by a
 # function of its own, and its handle fed to every function of the session.
@@ -70,9 +71,8 @@ STEP_FUNCTIONS = object()
 _OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE = range(6)
 
 # Stateful ops that change nothing: reading them twice, or once more, is harmless.
-_READS = frozenset(['ReadVariableOp', 'VarHandleOp', 'VarIsInitializedOp',
-                    'VariableShape', 'ResourceGather', 'ResourceGatherNd',
-                    'Placeholder', 'PlaceholderWithDefault', 'Const'])
+_READS = graph_capture.RESOURCE_READS | frozenset(
+    ['VarHandleOp', 'Placeholder', 'PlaceholderWithDefault', 'Const'])
 
 
 class _ReadAfter:

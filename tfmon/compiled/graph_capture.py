@@ -272,7 +272,7 @@ def capture_graph(build):
 
 
 # Ops that take a variable's handle and change nothing.
-_RESOURCE_READS = frozenset(['ReadVariableOp', 'VarIsInitializedOp', 'VariableShape',
+RESOURCE_READS = frozenset(['ReadVariableOp', 'VarIsInitializedOp', 'VariableShape',
                              'ResourceGather', 'ResourceGatherNd'])
 
 
@@ -298,7 +298,7 @@ def _order_reads_before_writes(operations):
     for index, handle in enumerate(op.inputs):
       if handle.dtype != tf.resource:
         continue
-      if op.type in _RESOURCE_READS or (read_only is not None and index in read_only):
+      if op.type in RESOURCE_READS or (read_only is not None and index in read_only):
         reads.setdefault(id(handle), []).append(op)
       else:
         writes.setdefault(id(handle), []).append(op)
@@ -306,7 +306,7 @@ def _order_reads_before_writes(operations):
   for handle, handle_writes in writes.items():
     for read in reads.get(handle, ()):
       if _waits_for_nothing(read):
-        before = read if read.type in _RESOURCE_READS else _outputs_done(read)
+        before = read if read.type in RESOURCE_READS else _outputs_done(read)
         for write in handle_writes:
           write._add_control_input(before)  # pylint: disable=protected-access
           added.append((write, before))
