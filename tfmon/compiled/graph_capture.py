@@ -182,9 +182,7 @@ class Graph(func_graph.FuncGraph):
     variable needs when it is made."""
     try:
       with tf.init_scope():
-        pruned = wrap_function.WrappedFunction(self, self._variable_holder).prune(
-            [], [tensor])
-        return pruned()[0]
+        return self.wrapped_function().prune([], [tensor])()[0]
     except Exception as e:  # pylint: disable=broad-except
       # prune's UnliftableError (not exported) names the placeholder.
       raise ValueError(
