@@ -199,6 +199,8 @@ def test_what_a_captured_graph_cannot_run_is_refused_at_creation_with_the_fix():
     _tf1_model()
     with pytest.raises(ValueError, match=r'strategy=.* with a captured TF1 graph'):
       tfmon.train.MonitoredSession(strategy=tf.distribute.OneDeviceStrategy('/cpu:0'))
+    with pytest.raises(ValueError, match=r'jit_compile=True with a captured TF1 graph'):
+      tfmon.train.MonitoredSession(jit_compile=True)
     # What tf.compat.v1.train.string_input_producer and the like register.
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS,
                                    types.SimpleNamespace(name='input_producer'))
