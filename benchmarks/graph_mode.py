@@ -14,7 +14,8 @@ Workloads:
   cifar10  TensorFlow's CIFAR-10 tutorial graph (benchmarks/startup.py), input
            from a tf.data one-shot iterator, v1 summaries.
 
-`tfmon-fused` (cifar10) is the port with tfmon's hooks and `steps_per_loop=100`.
+`tfmon-hooks` is the port with tfmon's hooks, whose runs between due steps
+fetch `train_op` alone; `tfmon-fused` (cifar10) is that with `steps_per_loop=100`.
 Each round times `--steps` steps after a warm-up run of each variant (tracing,
 pruning and TF's first-call optimization excluded); ratios are medians of
 same-round ratios, since this box's speed moves between rounds. The idle-hooks
@@ -77,9 +78,10 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
   graph, train = ((tfmon.Graph, tfmon.train) if variant.startswith('tfmon')
                   else (tf.Graph, v1.train))
   fused = variant == 'tfmon-fused'
-  # The fused variant's script says tfmon.train.X for its hooks too (the port's
-  # rename): tfmon's hooks tell the session when they are due, TF's see every step.
-  hook_module = tfmon.train if fused else v1.train
+  # These variants' scripts say tfmon.train.X for their hooks too (the port's
+  # rename): tfmon's hooks tell the session when they are due, TF's see every
+  # step (StopAtStepHook fetches the global step with each run).
+  hook_module = tfmon.train if variant in ('tfmon-fused', 'tfmon-hooks') else v1.train
   with graph().as_default():
     loss, train_op, feed_dict = _MODELS[model]()
     if fused and feed_dict is not None:
@@ -103,7 +105,7 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
 
 
 def measure(model, rounds, steps):
-  variants = ('tfmon', 'tf1', 'tfmon-50-idle', 'tfmon-1-idle') + (
+  variants = ('tfmon', 'tf1', 'tfmon-hooks', 'tfmon-50-idle', 'tfmon-1-idle') + (
       ('tfmon-fused',) if model == 'cifar10' else ())
   results = {v: [] for v in variants}
   for r in range(rounds):
@@ -136,6 +138,8 @@ def main():
           f'{_ratio(results, "tfmon", "tf1"):.3f} (target <= 1.0)')
     print(f'  50 idle hooks: tfmon-1-idle time / tfmon-50-idle time: '
           f'{_ratio(results, "tfmon-1-idle", "tfmon-50-idle"):.3f} (target >= 0.95)')
+    print(f'  tfmon hooks (runs of train_op alone): tfmon-hooks time / TF1 time: '
+          f'{_ratio(results, "tfmon-hooks", "tf1"):.3f} (target <= 1.0)')
     if 'tfmon-fused' in results:
       print(f'  steps_per_loop=100 (tfmon hooks): tfmon-fused time / TF1 time: '
             f'{_ratio(results, "tfmon-fused", "tf1"):.3f} (target < 1.0)')

@@ -744,3 +744,54 @@ def test_what_a_summary_reads_runs_once_on_recording_steps(tmp_path):
   assert ours == run(tf.Graph, tf.compat.v1.train)
   assert ours[0] == [(0.0, 0.0), (2.0, 1.0), (4.0, 2.0), (6.0, 3.0)]
   assert ours[1] == [(1, 0.0), (2, 2.0), (3, 4.0), (4, 6.0)]
+
+
+def _conv_model():
+  """A conv layer on images from a tf.data iterator, as the CIFAR-10 tutorial:
+  TF1's gradients group conv's gradients with respect to the images and the
+  filter in a `tuple`; `Session.run(train_op)` computes the filter's only."""
+  images = tf.compat.v1.data.make_one_shot_iterator(tf.data.Dataset.from_tensors(
+      np.ones((2, 8, 8, 3), np.float32)).repeat()).get_next()
+  filters = tf.compat.v1.get_variable('filters', [3, 3, 3, 4])
+  loss = tf.reduce_sum(tf.nn.relu(tf.nn.conv2d(images, filters, 1, 'SAME')))
+  return tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+      loss, global_step=tf.compat.v1.train.get_or_create_global_step())
+
+
+# What carries values and control between kernels, not a computation.
+_PLUMBING = {'_Arg', '_Retval', 'Const', 'VarHandleOp', 'NoOp', 'Identity',
+             'OneShotIterator'}
+
+
+def _kernels(graphs):
+  return sorted(node.op for graph in graphs for node in graph.node
+                if node.op not in _PLUMBING)
+
+
+def test_a_run_of_train_op_alone_computes_what_tf1_computes():
+  # Grappler prunes a function by its outputs; one that only runs operations
+  # had none, and kept conv's gradient with respect to the images (BUILD_NOTES:
+  # 1.18x TF1's step on the CIFAR-10 tutorial).
+  with tf.Graph().as_default():
+    train_op = _conv_model()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      metadata = tf.compat.v1.RunMetadata()
+      sess.run(train_op, options=tf.compat.v1.RunOptions(output_partition_graphs=True),
+               run_metadata=metadata)
+  tf1_kernels = _kernels(metadata.partition_graphs)
+  assert any('Conv2DBackpropFilter' in op for op in tf1_kernels)
+  assert not any('Conv2DBackpropInput' in op for op in tf1_kernels)
+
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  with tfmon.Graph().as_default():
+    train_op = _conv_model()
+    with tfmon.train.MonitoredSession() as sess:
+      context.context().enable_run_metadata()  # graphs as TF optimized them
+      try:
+        assert sess.run(train_op) is None
+        metadata = context.context().export_run_metadata()
+      finally:
+        context.context().disable_run_metadata()
+  assert _kernels(partition for function in metadata.function_graphs
+                  for partition in function.partition_graphs) == tf1_kernels

@@ -330,6 +330,9 @@ class GraphCall:
     if not summaries:
       pruned = wrapped.prune(sources, rest + operations)
       self._keep.append(pruned)
+      if not rest:  # see _with_an_output
+        pruned = _with_an_output(pruned, sources)
+        self._keep.append(pruned)
       return _Function(compiled_call.flat_caller(pruned), rest, operations)
     always = _needed_ops(rest + operations, stops)
     # Variable reads stay ungated: a summary of a weight reads it with the step.
@@ -344,15 +347,11 @@ class GraphCall:
     gate = wrapped.prune(frontier, summaries)
 
     def step(record, *inputs):
-      outputs = main(*inputs) or []
-      # Traced without automatic control dependencies (`wrap_function`): those
-      # would order the cond after all of `main` (`gate` captures the variables'
+      # Traced without automatic control dependencies (_calling): those would
+      # order the cond after all of `main` (`gate` captures the variables'
       # handles), where the summaries now start once what they read is computed
-      # (a CIFAR-10 recording step 0.02-0.03 s sooner). `main`'s call is listed
-      # as what the function must run.
-      graph = tf.compat.v1.get_default_graph()
-      graph.control_outputs.extend(op for op in graph.get_operations()
-                                   if op.type in ('StatefulPartitionedCall', 'PartitionedCall'))
+      # (a CIFAR-10 recording step 0.02-0.03 s sooner).
+      outputs = main(*inputs) or []
       values = dict(zip(map(id, computed), outputs[len(rest):]))
       given = [inputs[source_index[id(t)]] if id(t) in source_index else values[id(t)]
                for t in frontier]
@@ -360,9 +359,7 @@ class GraphCall:
                          lambda: [tf.constant(b'') for _ in summaries])
       return list(outputs[:len(rest)]) + list(recorded)
 
-    specs = [tf.TensorSpec([], tf.bool)] + [tf.TensorSpec(t.shape, t.dtype) for t in sources]
-    with tf.init_scope():
-      concrete = tf.compat.v1.wrap_function(step, specs)
+    concrete = _calling(step, [tf.TensorSpec([], tf.bool)] + _specs(sources))
     self._keep += [main, gate, concrete]
     return _Function(compiled_call.flat_caller(concrete), rest + summaries, operations)
 
@@ -516,6 +513,45 @@ class _Plan:
     self.records = any(_is_summary(t) for t in self.tensors)
     self.function = None
     self.feeds = None  # [(index in feed_dict, fed tensor, dtype, shape)]: see _feeds
+
+
+def _specs(tensors):
+  return [tf.TensorSpec(t.shape, t.dtype) for t in tensors]
+
+
+def _calling(body, specs):
+  """`body`, which calls functions, traced into a function of `specs`.
+
+  Traced by `wrap_function`, without automatic control dependencies: each call
+  runs when its inputs are ready, and is listed as what the function must run.
+  """
+  def traced(*inputs):
+    outputs = body(*inputs)
+    graph = tf.compat.v1.get_default_graph()
+    graph.control_outputs.extend(op for op in graph.get_operations()
+                                 if op.type in ('StatefulPartitionedCall', 'PartitionedCall'))
+    return outputs
+
+  with tf.init_scope():
+    return tf.compat.v1.wrap_function(traced, specs)
+
+
+def _with_an_output(pruned, sources):
+  """`pruned`, a function that only runs operations, called by one that also
+  outputs a constant.
+
+  Grappler takes a function's outputs for what it must compute. With none it
+  knows nothing it may drop, and keeps what TF1's `Session.run(train_op)`
+  dropped: the gradients' `tuple` groups hold every gradient op's outputs
+  together, so the CIFAR-10 tutorial computed conv1's gradient with respect to
+  its input images too, a step 1.18x TF1's time (BUILD_NOTES.md, "TF1 graph
+  mode"). With an output, the same kernels run as under TF1 (tested).
+  """
+  def call(*inputs):
+    pruned(*inputs)
+    return tf.constant(True)
+
+  return _calling(call, _specs(sources))
 
 
 def _needed_ops(elements, stops):
