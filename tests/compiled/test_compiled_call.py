@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import tfmon
 from tfmon.session import RawSession
+from tests.kernels import kernels_run
 
 
 class _TraceCounter:
@@ -412,3 +413,26 @@ def test_a_trace_failing_on_a_float64_feed_says_which_feed(sess):
   assert ("(feed_dict['x'] is float64, numpy's default for floats: if the step "
           "computes in float32, feed {'x': batch.astype(np.float32)}.)"
           in raised.value.__notes__)
+
+
+@pytest.mark.parametrize('returns', [None, 'loss'])
+def test_a_step_computes_only_what_it_needs_whatever_it_returns(returns):
+  # A v1 optimizer's minimize(loss) groups each op's gradients in a `tuple`.
+  # Grappler drops the unneeded ones (conv's gradient with respect to its input
+  # images) from a function with outputs only: a step returning nothing
+  # computed it too (BUILD_NOTES: 1.17x the CIFAR-10 tutorial's step).
+  images = tf.constant(np.ones((2, 8, 8, 3), np.float32))
+  filters = tf.Variable(tf.random.normal([3, 3, 3, 4]))
+  optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+
+  def step(images):
+    loss = tf.reduce_sum(tf.nn.relu(tf.nn.conv2d(images, filters, 1, 'SAME')))
+    optimizer.minimize(loss, var_list=[filters])
+    return {'loss': loss} if returns else None
+
+  before = filters.numpy()
+  with tfmon.train.MonitoredSession() as sess:
+    kernels = kernels_run(lambda: sess.run(step, feed_dict={'images': images}))
+  assert not np.allclose(filters.numpy(), before)  # it trained
+  assert any('Conv2DBackpropFilter' in op for op in kernels)
+  assert not any('Conv2DBackpropInput' in op for op in kernels), kernels

@@ -13,6 +13,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 import tfmon
+from tests.kernels import kernels_run
 
 
 def _tf1_model():
@@ -763,9 +764,6 @@ _PLUMBING = {'_Arg', '_Retval', 'Const', 'VarHandleOp', 'NoOp', 'Identity',
              'OneShotIterator'}
 
 
-def _kernels(graphs):
-  return sorted(node.op for graph in graphs for node in graph.node
-                if node.op not in _PLUMBING)
 
 
 def test_a_run_of_train_op_alone_computes_what_tf1_computes():
@@ -779,19 +777,13 @@ def test_a_run_of_train_op_alone_computes_what_tf1_computes():
       metadata = tf.compat.v1.RunMetadata()
       sess.run(train_op, options=tf.compat.v1.RunOptions(output_partition_graphs=True),
                run_metadata=metadata)
-  tf1_kernels = _kernels(metadata.partition_graphs)
+  tf1_kernels = sorted(node.op for graph in metadata.partition_graphs
+                       for node in graph.node if node.op not in _PLUMBING)
   assert any('Conv2DBackpropFilter' in op for op in tf1_kernels)
   assert not any('Conv2DBackpropInput' in op for op in tf1_kernels)
 
-  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
   with tfmon.Graph().as_default():
     train_op = _conv_model()
     with tfmon.train.MonitoredSession() as sess:
-      context.context().enable_run_metadata()  # graphs as TF optimized them
-      try:
-        assert sess.run(train_op) is None
-        metadata = context.context().export_run_metadata()
-      finally:
-        context.context().disable_run_metadata()
-  assert _kernels(partition for function in metadata.function_graphs
-                  for partition in function.partition_graphs) == tf1_kernels
+      kernels = kernels_run(lambda: sess.run(train_op))
+  assert sorted(op for op in kernels if op not in _PLUMBING) == tf1_kernels

@@ -436,7 +436,8 @@ class CompiledCall:
       increments = [t.increment(self._global_step) for t in involved]
       if None not in increments and sum(increments) > 0:
         increment = sum(increments)
-    if functions is not self._bare and self._runs_the_step_itself(computed, increment):
+    if functions is not self._bare and self._runs_the_step_itself(computed, increment,
+                                                                  traces):
       compiled = self._step_itself(computed, traces[0], increment, named_variables)
     else:
       slots = {}  # filled in by the trace: where each fetchable is among the outputs
@@ -453,17 +454,22 @@ class CompiledCall:
     functions.compiled[signature] = functions.by_specs[relaxed_signature] = compiled
     return compiled
 
-  def _runs_the_step_itself(self, functions, increment):
+  def _runs_the_step_itself(self, functions, increment, traces):
     """Whether a function computing `functions` (not the bare ones) would only
     call the family's one step and return some of its outputs: the step's own
     function then serves as it.
 
     A bare function (fetching nothing) is not served so: an output a call does
     not read still costs it ~10 µs on a small step, and TensorFlow prunes what
-    only the outputs need.
+    only the outputs need. Nor is a step that outputs nothing: grappler takes a
+    function's outputs for what it must compute, and with none keeps what it
+    would drop (a v1 optimizer's `minimize(loss)` in a step groups each op's
+    gradients in a `tuple`: the CIFAR-10 tutorial's step then also computes
+    conv1's gradient with respect to its input images, 1.17x its time). The
+    function that calls it outputs a constant at least.
     """
     return (self._loop_count is None and len(self._steps) == 1 and
-            not functions.variables and
+            not functions.variables and bool(traces[0].concrete.outputs) and
             # The global step after the call is counted, not read.
             (self._global_step is None or increment is not None))
 
@@ -604,7 +610,7 @@ class CompiledCall:
       # Read after the steps: automatic control dependencies order it so.
       slots['global_step_after'] = len(outputs)
       outputs.append(tf.cast(self._global_step.value(), tf.int64))
-    return outputs
+    return outputs or [tf.constant(True)]  # see _runs_the_step_itself
 
   def _fused_body(self, functions, traces, sources, increment, slots, *inputs):
     """Up to `max_steps` iterations of the loop steps, then the hooks' steps once.
