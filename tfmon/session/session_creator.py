@@ -18,6 +18,11 @@ SessionCreator = tf.compat.v1.train.SessionCreator
 def _check_scaffold(scaffold):
   if scaffold is None:
     return Scaffold()
+  if isinstance(scaffold, tf.compat.v1.train.Scaffold):
+    raise TypeError(
+        f'scaffold {scaffold!r} is TensorFlow\'s tf.compat.v1.train.Scaffold; a tfmon '
+        'session takes tfmon.train.Scaffold, with the same arguments (rename '
+        'tf.compat.v1.train. to tfmon.train. there too).')
   if not isinstance(scaffold, Scaffold):
     raise TypeError(f'scaffold must be a tfmon.train.Scaffold; got {scaffold!r} of '
                     f'type {type(scaffold).__name__}.')
