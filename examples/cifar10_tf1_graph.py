@@ -36,6 +36,7 @@ _TRAIN_DIR = flags.DEFINE_string('train_dir', '/tmp/cifar10_tf1_graph',
 _MAX_STEPS = flags.DEFINE_integer('max_steps', 100, 'Global step to stop at.')
 _SAVE_STEPS = flags.DEFINE_integer('save_steps', 50, 'Checkpoint every N steps.')
 _LOG_FREQUENCY = flags.DEFINE_integer('log_frequency', 10, 'Log every N steps.')
+_SEED = flags.DEFINE_integer('seed', None, 'The graph-level random seed, if any.')
 
 BATCH_SIZE = 128
 IMAGE_SIZE = 24
@@ -186,6 +187,8 @@ def main(argv):
   else:
     graph, training = tf.Graph, v1.train
   with graph().as_default():
+    if _SEED.value is not None:
+      v1.set_random_seed(_SEED.value)
     global_step = v1.train.get_or_create_global_step()
     with tf.device('/cpu:0'):
       images, labels = distorted_inputs()

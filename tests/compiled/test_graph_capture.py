@@ -4,6 +4,7 @@ if a TensorFlow upgrade removes it (they are used only in graph_capture.py)."""
 import importlib
 import sys
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import wrap_function
 from tensorflow.python.framework import func_graph
@@ -80,3 +81,34 @@ def test_ops_take_control_inputs_and_conds_list_their_read_only_handles():
     cond = next(op for op in graph.get_operations() if op.type in ('If', 'StatelessIf'))
     assert list(cond.get_attr('_read_only_resource_inputs')) == [
         i for i, t in enumerate(cond.inputs) if t.dtype == tf.resource]
+
+
+def test_a_graph_seed_gives_initial_values_and_random_ops_tf1s_values():
+  # Initializers run eagerly, as variables are made: graph_capture seeds them
+  # with the graph's seed and op count (eager context internals), as TF1's
+  # graph did. The seed is this test's own: eager random kernels are cached by
+  # their seeds, and another graph of the same seed earlier in the process
+  # would have moved them on.
+  from tfmon.compiled import graph_capture  # pylint: disable=g-import-not-at-top
+  assert graph_capture._CAN_SEED  # pylint: disable=protected-access
+
+  def build():
+    tf.compat.v1.set_random_seed(20261126)
+    x = tf.compat.v1.placeholder(tf.float32, [2, 4])
+    weights = tf.compat.v1.get_variable('weights', [4, 3])  # glorot_uniform
+    bias = tf.compat.v1.get_variable(
+        'bias', [3], initializer=tf.compat.v1.truncated_normal_initializer())
+    dropped = tf.compat.v1.nn.dropout(tf.matmul(x, weights) + bias, rate=0.5)
+    return [weights, bias, dropped, tf.random.uniform([3])], {x: np.ones((2, 4))}
+
+  with tf.Graph().as_default():
+    fetches, feeds = build()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      tf1_values = sess.run(fetches, feeds)
+  with tfmon.Graph().as_default():
+    fetches, feeds = build()
+    with tfmon.train.MonitoredSession() as sess:
+      values = sess.run(fetches, feeds)
+  for value, tf1_value in zip(values, tf1_values):
+    np.testing.assert_array_equal(value, tf1_value)

@@ -11,7 +11,9 @@ What the capture promises:
     (a variable creator runs its initializer under `init_scope`), named as TF1
     named it, and listed in the graph's collections (`global_variables()`,
     `trainable_variables()`, LOCAL_VARIABLES for v1 metrics), so v1 optimizers
-    find what to train and checkpoints find what to save;
+    find what to train and checkpoints find what to save; with a graph seed
+    (`tf.compat.v1.set_random_seed`) its initial value is TF1's
+    (_seeded_as_tf1);
   - a session finalizes the graph after its hooks' `begin()`, as TF1 did, and
     runs subgraphs of it as pruned functions (`WrappedFunction.prune`).
 """
@@ -37,9 +39,11 @@ from tensorflow.python.client import session as tf_session
 from tensorflow.python.eager import context
 from tensorflow.python.eager import wrap_function
 from tensorflow.python.framework import func_graph
+from tensorflow.python.framework import random_seed
 from tensorflow.python.training import moving_averages
 
-# (and `moving_averages.ops`: see _average_tensors_as_tf1_did.)
+# (and `moving_averages.ops`: see _average_tensors_as_tf1_did; the eager
+# context's seed and `random_seed`'s per-graph counts: see _seeded_as_tf1.)
 
 # TF1's Saver.save and restore accept only instances of this base class; a
 # tfmon session derives from it, so TF1 code can save through it.
@@ -162,7 +166,8 @@ class Graph(func_graph.FuncGraph):
     initial_value = kwargs.get('initial_value')
     if isinstance(initial_value, tf.Tensor) and getattr(initial_value, 'graph', None) is self:
       kwargs['initial_value'] = self._evaluate(initial_value, kwargs['name'])
-    variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
+    with _seeded_as_tf1(self):
+      variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
       initial = None
       if local:  # v1 metrics' totals: local_variables_initializer() resets them
@@ -239,6 +244,56 @@ class Graph(func_graph.FuncGraph):
       with tf.init_scope():
         self._wrapped = wrap_function.WrappedFunction(self, self._variable_holder)
     return self._wrapped
+
+
+def _seeded_as_tf1(graph):
+  """Seeds the random ops of a variable's initializer, which runs eagerly, as
+  TF1's graph seeded them: with `graph.seed` (`tf.compat.v1.set_random_seed`)
+  and, for an op given no seed of its own, the graph's count of such ops so
+  far (`random_seed.get_seed`), which graph code's own random ops (dropout)
+  count on too. The values are then TF1's, and the same in every run.
+
+  Eager random kernels are cached by their seeds: a second graph of the same
+  seed in one process continues their streams (its values differ from TF1's,
+  and are the same in every run of the program).
+  """
+  if graph.seed is None or not _CAN_SEED:
+    return contextlib.nullcontext()
+  return _eager_seed(context.context(), graph.seed, _GraphOpSeeds(graph))
+
+
+# The internals _seeded_as_tf1 needs; without them (a later TF) initializers
+# are seeded by the eager context, unseeded unless `tf.random.set_seed` was
+# called (tested: tests/compiled/test_graph_capture.py).
+_CAN_SEED = (hasattr(context.context(), '_seed') and
+             hasattr(context.Context, '_internal_operation_seed') and
+             hasattr(random_seed, '_graph_to_seed_dict'))
+
+
+@contextlib.contextmanager
+def _eager_seed(ctx, seed, op_seeds):
+  """The eager context's global seed and its generator of op seeds (`_rng`,
+  made by `tf.random.set_seed`) replaced for a while."""
+  saved = ctx._seed, getattr(ctx, '_rng', None)  # pylint: disable=protected-access
+  ctx._seed, ctx._rng = seed, op_seeds  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    ctx._seed, ctx._rng = saved  # pylint: disable=protected-access
+
+
+class _GraphOpSeeds:
+  """Stands for the eager context's generator of op seeds (its `randint`):
+  counts in the graph's count, as `random_seed.get_seed` does in graph mode."""
+
+  def __init__(self, graph):
+    self._graph = graph
+
+  def randint(self, unused_low, unused_high):
+    counts = random_seed._graph_to_seed_dict  # pylint: disable=protected-access
+    count = counts.setdefault(self._graph, 0)
+    counts[self._graph] = count + 1
+    return count
 
 
 @contextlib.contextmanager
