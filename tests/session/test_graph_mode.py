@@ -787,3 +787,53 @@ def test_a_run_of_train_op_alone_computes_what_tf1_computes():
     with tfmon.train.MonitoredSession() as sess:
       kernels = kernels_run(lambda: sess.run(train_op))
   assert sorted(op for op in kernels if op not in _PLUMBING) == tf1_kernels
+
+
+def _seeded_tf1_job(graph, train):
+  """A seeded TF1 job touching what draws random numbers or keeps state: its
+  losses, a random op's values, then a v1 metric and a moving average."""
+  rng = np.random.default_rng(0)
+  features = rng.normal(size=(64, 8)).astype(np.float32)
+  labels = rng.integers(0, 3, 64)
+  with graph().as_default():
+    tf.compat.v1.set_random_seed(2029)  # this test's own: see test_graph_capture
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    x = tf.compat.v1.placeholder(tf.float32, [None, 8])
+    y = tf.compat.v1.placeholder(tf.int64, [None])
+    with tf.compat.v1.variable_scope(
+        'net', regularizer=lambda w: 1e-3 * tf.nn.l2_loss(w)):
+      hidden = tf.nn.relu(tf.matmul(x, tf.compat.v1.get_variable('w1', [8, 16])))
+      hidden = tf.compat.v1.nn.dropout(hidden, keep_prob=0.8)
+      output_weights = tf.compat.v1.get_variable(
+          'w2', [16, 3], initializer=tf.compat.v1.truncated_normal_initializer())
+      logits = tf.matmul(hidden, output_weights)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(y, logits) + tf.add_n(
+        tf.compat.v1.losses.get_regularization_losses())
+    learning_rate = tf.compat.v1.train.exponential_decay(0.05, global_step, 4, 0.9)
+    minimize = tf.compat.v1.train.AdamOptimizer(learning_rate).minimize(
+        loss, global_step=global_step)
+    averages = tf.compat.v1.train.ExponentialMovingAverage(0.9, global_step)
+    with tf.control_dependencies([minimize]):
+      train_op = averages.apply(tf.compat.v1.trainable_variables())
+    _, accuracy_update = tf.compat.v1.metrics.accuracy(y, tf.argmax(logits, 1))
+    noise = tf.random.normal([2])
+    seen = []
+    with train.MonitoredTrainingSession(hooks=[train.StopAtStepHook(last_step=8)]) as sess:
+      while not sess.should_stop():
+        batch = slice(len(seen) * 8, len(seen) * 8 + 8)
+        seen.append(sess.run(
+            [train_op, loss, noise, accuracy_update, averages.average(output_weights)],
+            {x: features[batch], y: labels[batch]})[1:])
+    return seen
+
+
+def test_a_seeded_tf1_job_computes_tf1s_numbers():
+  # The same initial values, dropout masks, random op values, Adam, decayed
+  # learning rate, regularization, moving averages and metric: the same
+  # numbers, step by step.
+  ours = _seeded_tf1_job(tfmon.Graph, tfmon.train)
+  tf1 = _seeded_tf1_job(tf.Graph, tf.compat.v1.train)
+  assert len(ours) == len(tf1) == 8
+  for mine, theirs in zip(ours, tf1):
+    for value, tf1_value in zip(mine, theirs):
+      np.testing.assert_allclose(value, tf1_value, rtol=1e-6)

@@ -54,8 +54,11 @@ def test_bad_scaffold_arguments():
     tfmon.train.Scaffold(init_fn='init')
   with pytest.raises(TypeError, match='copy_from_scaffold is not a Scaffold instance'):
     tfmon.train.Scaffold(copy_from_scaffold=object())
-  with pytest.raises(TypeError, match='scaffold must be a tfmon.train.Scaffold'):
+  with pytest.raises(TypeError, match="TensorFlow's tf.compat.v1.train.Scaffold; a tfmon "
+                     'session takes tfmon.train.Scaffold, with the same arguments'):
     tfmon.train.ChiefSessionCreator(scaffold=tf.compat.v1.train.Scaffold())
+  with pytest.raises(TypeError, match='scaffold must be a tfmon.train.Scaffold; got 1'):
+    tfmon.train.ChiefSessionCreator(scaffold=1)
 
 
 def test_singular_monitored_session_exposes_its_raw_session():
