@@ -544,8 +544,9 @@ def _with_an_output(pruned, sources):
   knows nothing it may drop, and keeps what TF1's `Session.run(train_op)`
   dropped: the gradients' `tuple` groups hold every gradient op's outputs
   together, so the CIFAR-10 tutorial computed conv1's gradient with respect to
-  its input images too, a step 1.18x TF1's time (BUILD_NOTES.md, "TF1 graph
-  mode"). With an output, the same kernels run as under TF1 (tested).
+  its input images too, a step 1.18x TF1's time (BUILD_NOTES.md, "Grappler
+  prunes a function by its outputs"). With an output, the same kernels run as
+  under TF1 (tested).
   """
   def call(*inputs):
     pruned(*inputs)

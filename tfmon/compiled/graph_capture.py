@@ -255,7 +255,9 @@ def _seeded_as_tf1(graph):
 
   Eager random kernels are cached by their seeds: a second graph of the same
   seed in one process continues their streams (its values differ from TF1's,
-  and are the same in every run of the program).
+  and are the same in every run of the program). The eager seed is the
+  process's: another thread's eager random ops, while a variable is made,
+  would be seeded so too.
   """
   if graph.seed is None or not _CAN_SEED:
     return contextlib.nullcontext()
