@@ -842,3 +842,23 @@ def test_a_seeded_tf1_job_computes_tf1s_numbers():
   for mine, theirs in zip(ours, tf1):
     for value, tf1_value in zip(mine, theirs):
       np.testing.assert_allclose(value, tf1_value, rtol=1e-6)
+
+
+def test_a_session_has_tf1s_graph_property_for_file_writers(tmp_path):
+  with tfmon.Graph().as_default() as graph:
+    loss = tf.reduce_sum(tf.compat.v1.get_variable(
+        'w', [2], initializer=tf.compat.v1.ones_initializer()))
+    tf.compat.v1.summary.scalar('loss', loss)
+    merged = tf.compat.v1.summary.merge_all()
+    with tfmon.train.MonitoredTrainingSession() as sess:
+      assert sess.graph is graph
+      writer = tf.compat.v1.summary.FileWriter(str(tmp_path), sess.graph)
+      writer.add_summary(sess.run(merged), 7)
+      writer.close()
+    assert sess.graph is None  # closed, as TF1's
+  records = event_accumulator.EventAccumulator(str(tmp_path))
+  records.Reload()
+  assert records.Tags()['graph']
+  assert [(e.step, e.value) for e in records.Scalars('loss')] == [(7, 2.0)]
+  with tfmon.train.MonitoredSession() as sess:  # of step functions: no one graph
+    assert sess.graph is None

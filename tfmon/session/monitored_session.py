@@ -313,6 +313,14 @@ class _MonitoredSession:
     with self._scope():
       return self._sess.run_step_fn(step_fn, self._tf_sess, None)
 
+  @property
+  def graph(self):
+    """The captured TF1 graph this session runs (`FileWriter(logdir,
+    sess.graph)`), or None: a session of step functions runs no one graph, and
+    none while closed, as TF1's."""
+    raw = self._tf_sess()
+    return raw.graph if raw is not None else None
+
   def should_stop(self):
     stop = (self._sess is None or self._graceful_stop.signal is not None or
             self._sess.should_stop())
