@@ -862,3 +862,28 @@ def test_a_session_has_tf1s_graph_property_for_file_writers(tmp_path):
   assert [(e.step, e.value) for e in records.Scalars('loss')] == [(7, 2.0)]
   with tfmon.train.MonitoredSession() as sess:  # of step functions: no one graph
     assert sess.graph is None
+
+
+def test_sparse_tensors_are_fed_and_fetched_as_in_tf1():
+  def run(graph, train, bad_feed=None):
+    with graph().as_default():
+      labels = tf.compat.v1.sparse_placeholder(tf.float32, shape=[2, 3])
+      total = tf.reduce_sum(tf.compat.v1.sparse.to_dense(labels) * [[1.0, 2.0, 3.0]])
+      nonzero = tf.sparse.from_dense(tf.constant([[0.0, 2.0], [3.0, 0.0]]))
+      given = tf.compat.v1.SparseTensorValue([[0, 1], [1, 2]], [1.0, 2.0], [2, 3])
+      with train.MonitoredSession() as sess:
+        if bad_feed is not None:
+          return sess.run(total, {labels: bad_feed})
+        return [sess.run(total, {labels: given}),
+                sess.run(total, {labels: ([[1, 0]], [5.0], [2, 3])}),  # a tuple
+                sess.run({'sparse': [nonzero]})['sparse'][0]]
+
+  ours, tf1 = run(tfmon.Graph, tfmon.train), run(tf.Graph, tf.compat.v1.train)
+  assert ours[:2] == tf1[:2] == [8.0, 5.0]
+  assert isinstance(ours[2], tf.compat.v1.SparseTensorValue)
+  for mine, theirs in zip(ours[2], tf1[2]):
+    np.testing.assert_array_equal(mine, theirs)
+  np.testing.assert_array_equal(ours[2].values, [2.0, 3.0])
+  with pytest.raises(TypeError, match=r'Cannot feed 5 to the sparse tensor of .*: feed '
+                     r'a tf.compat.v1.SparseTensorValue\(indices, values, dense_shape\)'):
+    run(tfmon.Graph, tfmon.train, bad_feed=5)

@@ -68,7 +68,7 @@ def _close_all():
 STEP_FUNCTIONS = object()
 
 # How a flat fetch leaf becomes a result.
-_OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE = range(6)
+_OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE, _SPARSE = range(7)
 
 # Stateful ops that change nothing: reading them twice, or once more, is harmless.
 _READS = graph_capture.RESOURCE_READS | frozenset(
@@ -178,6 +178,9 @@ class GraphCall:
     for leaf, kind, element, value in zip(flat, plan.kinds, plan.elements, before):
       if kind == _OUTPUT:
         results.append(outputs[function.index[id(element)]].numpy())
+      elif kind == _SPARSE:  # a SparseTensorValue, as TF1 fetched it
+        results.append(tf.compat.v1.SparseTensorValue(
+            *(outputs[function.index[id(t)]].numpy() for t in _parts(element))))
       elif kind == _VARIABLE:
         results.append(value)
       elif kind == _READ_AFTER:
@@ -388,7 +391,7 @@ class GraphCall:
       return _ReadAfter(assignment)
     if leaf is None or fetch_plan.is_variable(leaf):
       return leaf
-    if isinstance(leaf, (tf.Tensor, tf.Operation)):
+    if isinstance(leaf, (tf.Tensor, tf.Operation, tf.SparseTensor)):
       if not tf.is_symbolic_tensor(leaf) and isinstance(leaf, tf.Tensor):
         return leaf  # an eager value
       if leaf.graph is not self.graph:
@@ -403,7 +406,8 @@ class GraphCall:
       return np.asarray(leaf)
     raise TypeError(
         f'Fetch {leaf!r} of type {type(leaf).__name__} is not an element of the '
-        'graph: fetch tensors, operations, their names, variables or nests of them.')
+        'graph: fetch tensors, sparse tensors, operations, their names, variables '
+        'or nests of them.')
 
   def _element(self, name, must):
     try:
@@ -426,16 +430,22 @@ class GraphCall:
     values only.
     """
     if plan.feeds is None:
-      tensors = [self._fed_tensor(key) for key in feed_dict]
-      plan.feeds = [(i, tensors[i], tensors[i].dtype, tensors[i].shape)
-                    for i in sorted(range(len(tensors)), key=lambda i: tensors[i].name)]
+      fed = []  # (index in feed_dict, part of a sparse key or None, tensor)
+      for i, key in enumerate(feed_dict):
+        if isinstance(key, tf.SparseTensor):  # fed its three parts, as TF1 did
+          fed += [(i, part, self._fed_tensor(t)) for part, t in enumerate(_parts(key))]
+        else:
+          fed.append((i, None, self._fed_tensor(key)))
+      plan.feeds = [(i, part, t, t.dtype, t.shape)
+                    for i, part, t in sorted(fed, key=lambda f: f[2].name)]
     values = list(feed_dict.values())  # keys: graph tensors, unhashable here
     feeds = []
-    for i, tensor, dtype, shape in plan.feeds:
+    for i, part, tensor, dtype, shape in plan.feeds:
+      given = values[i] if part is None else _sparse_part(values[i], part, tensor)
       try:
-        value = tf.convert_to_tensor(values[i], dtype=dtype)
+        value = tf.convert_to_tensor(given, dtype=dtype)
       except (TypeError, ValueError) as e:
-        raise TypeError(f'Cannot feed {values[i]!r} to {tensor.name} of dtype '
+        raise TypeError(f'Cannot feed {given!r} to {tensor.name} of dtype '
                         f'{dtype.name}: {e}') from None
       if not shape.is_compatible_with(value.shape):
         raise ValueError(
@@ -501,6 +511,9 @@ class _Plan:
       elif isinstance(element, tf.Operation):
         self.kinds.append(_OPERATION)
         self.operations.append(element)
+      elif isinstance(element, tf.SparseTensor):
+        self.kinds.append(_SPARSE)
+        self.tensors += _parts(element)
       elif isinstance(element, _ReadAfter):
         self.kinds.append(_READ_AFTER)
         self.operations.append(element.assignment)
@@ -513,6 +526,23 @@ class _Plan:
     self.records = any(_is_summary(t) for t in self.tensors)
     self.function = None
     self.feeds = None  # [(index in feed_dict, fed tensor, dtype, shape)]: see _feeds
+
+
+def _parts(sparse):
+  return [sparse.indices, sparse.values, sparse.dense_shape]
+
+
+def _sparse_part(value, part, tensor):
+  """Part `part` (indices, values, dense_shape) of a value fed to a sparse
+  tensor: a `SparseTensorValue`, a `tf.SparseTensor` or a 3-tuple, as TF1 took."""
+  if isinstance(value, (tf.compat.v1.SparseTensorValue, tf.SparseTensor)):
+    return _parts(value)[part]
+  if isinstance(value, (tuple, list)) and len(value) == 3:
+    return value[part]
+  raise TypeError(
+      f'Cannot feed {value!r} to the sparse tensor of {tensor.name}: feed a '
+      'tf.compat.v1.SparseTensorValue(indices, values, dense_shape) or a tuple '
+      'of those three.')
 
 
 def _specs(tensors):
