@@ -209,7 +209,7 @@ def test_what_a_captured_graph_cannot_run_is_refused_at_creation_with_the_fix():
       tfmon.train.MonitoredSession()
 
 
-def test_tf1_v1_layers_build_with_tf_keras_installed():
+def test_tf1_v1_layers_and_rnn_cells_build_with_tf_keras_installed():
   pytest.importorskip('tf_keras')
   with tfmon.Graph().as_default():
     x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
@@ -217,6 +217,21 @@ def test_tf1_v1_layers_build_with_tf_keras_installed():
     assert 'logits/kernel:0' in {v.name for v in tf.compat.v1.trainable_variables()}
     with tfmon.train.MonitoredSession() as sess:
       assert sess.run(logits, feed_dict={x: np.ones([2, 4])}).shape == (2, 3)
+  with tfmon.Graph().as_default():  # v1 RNN cells come from tf_keras too
+    cell = tf.compat.v1.nn.rnn_cell.MultiRNNCell([
+        tf.compat.v1.nn.rnn_cell.LSTMCell(3), tf.compat.v1.nn.rnn_cell.GRUCell(3)])
+    outputs, _ = tf.compat.v1.nn.dynamic_rnn(
+        cell, tf.compat.v1.placeholder_with_default(tf.ones([2, 5, 4]), [2, 5, 4]),
+        dtype=tf.float32)
+    assert {v.op.name for v in tf.compat.v1.trainable_variables()} == {
+        'rnn/multi_rnn_cell/cell_0/lstm_cell/kernel',
+        'rnn/multi_rnn_cell/cell_0/lstm_cell/bias',
+        'rnn/multi_rnn_cell/cell_1/gru_cell/gates/kernel',
+        'rnn/multi_rnn_cell/cell_1/gru_cell/gates/bias',
+        'rnn/multi_rnn_cell/cell_1/gru_cell/candidate/kernel',
+        'rnn/multi_rnn_cell/cell_1/gru_cell/candidate/bias'}  # TF1's names
+    with tfmon.train.MonitoredSession() as sess:
+      assert sess.run(outputs).shape == (2, 5, 3)
 
 
 def test_tfs_own_hooks_run_as_in_tf1_with_a_tf1_saver(tmp_path):
@@ -887,3 +902,43 @@ def test_sparse_tensors_are_fed_and_fetched_as_in_tf1():
   with pytest.raises(TypeError, match=r'Cannot feed 5 to the sparse tensor of .*: feed '
                      r'a tf.compat.v1.SparseTensorValue\(indices, values, dense_shape\)'):
     run(tfmon.Graph, tfmon.train, bad_feed=5)
+
+
+class _TinyCell:
+  """An RNN cell as TF1 code wrote its own: `dynamic_rnn` calls it in its
+  while loop, where it makes its variable on the first call, under the
+  device function dynamic_rnn sets as the caching device."""
+
+  state_size = 2
+  output_size = 2
+
+  def zero_state(self, batch_size, dtype):
+    return tf.zeros([batch_size, 2], dtype)
+
+  def __call__(self, inputs, state, scope=None):
+    with tf.compat.v1.variable_scope(scope or 'tiny_cell',
+                                     reuse=tf.compat.v1.AUTO_REUSE):
+      kernel = tf.compat.v1.get_variable(
+          'kernel', [3, 2], initializer=tf.compat.v1.constant_initializer(0.1))
+    output = tf.tanh(tf.matmul(tf.concat([inputs, state[:, :1]], 1), kernel))
+    return output, output
+
+
+def test_dynamic_rnn_makes_its_cells_variables_in_its_loop_as_in_tf1():
+  def run(graph, train):
+    with graph().as_default():
+      sequence = tf.compat.v1.placeholder(tf.float32, [2, 4, 2])
+      outputs, _ = tf.compat.v1.nn.dynamic_rnn(_TinyCell(), sequence, dtype=tf.float32)
+      loss = tf.reduce_sum(tf.square(outputs - 1.0))
+      train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+      names = sorted(v.op.name for v in tf.compat.v1.trainable_variables())
+      feed = {sequence: np.ones((2, 4, 2))}
+      with train.MonitoredSession() as sess:
+        return names, [sess.run([train_op, loss], feed)[1] for _ in range(3)]
+
+  names, losses = run(tfmon.Graph, tfmon.train)
+  assert names == ['rnn/tiny_cell/kernel']
+  tf1_names, tf1_losses = run(tf.Graph, tf.compat.v1.train)
+  assert names == tf1_names
+  np.testing.assert_allclose(losses, tf1_losses, rtol=1e-6)
+  assert losses[2] < losses[0]  # it trains

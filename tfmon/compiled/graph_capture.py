@@ -149,11 +149,15 @@ class Graph(func_graph.FuncGraph):
     checkpoint's save counter) are left alone.
     """
     if (getattr(_running, 'graph', None) is self and tf.executing_eagerly()) or (
-        tf.compat.v1.get_default_graph() is not self):
+        not self._builds_here()):
       # A graph entered inside another inherits its creators (an Estimator's
       # evaluation during training): each graph makes its own variables.
       return next_creator(**kwargs)
     in_graph_code = not tf.executing_eagerly()
+    if callable(kwargs.get('caching_device')):
+      # A device function (dynamic_rnn's `lambda op: op.device`) says where
+      # graph variables cache their reads; an eager variable takes none.
+      kwargs['caching_device'] = None
     # Under init_scope (a v1 optimizer's slots) the graph is entered again;
     # in graph code, not: entering resets the name scope.
     with contextlib.nullcontext() if in_graph_code else self.as_default():
@@ -180,6 +184,17 @@ class Graph(func_graph.FuncGraph):
       variable._tfmon_initial_value = initial  # pylint: disable=protected-access
       variable._tfmon_initializer = None  # pylint: disable=protected-access
     return variable
+
+  def _builds_here(self):
+    """Whether graph code of this graph is running: the default graph is this
+    one, or the body of a loop or cond of it (dynamic_rnn's cell builds its
+    variables in its while loop)."""
+    graph = tf.compat.v1.get_default_graph()
+    while graph is not self:
+      if isinstance(graph, Graph) or not isinstance(graph, func_graph.FuncGraph):
+        return False
+      graph = graph.outer_graph
+    return True
 
   def _evaluate(self, tensor, name):
     """The value of a graph tensor computed from no placeholder: a variable's
@@ -559,48 +574,60 @@ def _average_tensors_as_tf1_did():
 _layers_routed = []
 
 
-_TF_KERAS_V1_LAYERS = 'tf_keras.api._v1.keras.__internal__.legacy.layers'
+# TensorFlow's lazily loaded Keras modules that TF1 code uses: where TF keeps
+# each (the API module and the wrapper around it that `tf.compat.v1` is), its
+# attribute name there, and tf_keras' v1 module for it.
+_V1_KERAS_MODULES = {
+    'tf.compat.v1.layers': (
+        ('tensorflow._api.v2.compat.v1', lambda: tf.compat.v1), 'layers',
+        'tf_keras.api._v1.keras.__internal__.legacy.layers'),
+    'tf.compat.v1.nn.rnn_cell': (
+        ('tensorflow._api.v2.compat.v1.nn', lambda: tf.compat.v1.nn), 'rnn_cell',
+        'tf_keras.api._v1.keras.__internal__.legacy.rnn_cell'),
+}
 
 
 def _route_v1_layers_to_tf_keras():
-  """Points `tf.compat.v1.layers` at tf_keras' v1 layers when tf_keras is installed.
+  """Points `tf.compat.v1.layers` and `tf.compat.v1.nn.rnn_cell` at tf_keras'
+  v1 modules when tf_keras is installed.
 
-  With Keras 3, TensorFlow routes `tf.compat.v1.layers` to Keras 3, which has no
-  v1 layers ("`dense` is not available with Keras 3") unless TF_USE_LEGACY_KERAS
-  was set before the module was first used, which would also route `tf.keras`.
-  So only `tf.compat.v1.layers` is pointed at tf_keras, where TensorFlow keeps it
-  (the module and the wrapper around it that `tf.compat.v1` is), through a
-  stand-in that imports tf_keras on first use: the import takes 0.2 s, which a
-  graph without v1 layers need not pay.
+  With Keras 3, TensorFlow routes them to Keras 3, which has neither ("`dense`
+  is not available with Keras 3") unless TF_USE_LEGACY_KERAS was set before
+  the module was first used, which would also route `tf.keras`. So only these
+  are pointed at tf_keras, where TensorFlow keeps them, through stand-ins that
+  import tf_keras on first use: the import takes 0.2 s, which a graph without
+  v1 layers need not pay.
   """
   if not _layers_routed:
     _layers_routed.append(os.environ.get('TF_USE_LEGACY_KERAS') is None)
   if not _layers_routed[0]:
     return
   # Checked at every entry: importing tf_keras sets TensorFlow's loader again.
-  layers = getattr(tf.compat.v1, 'layers', None)
-  if type(layers).__name__ == 'KerasLazyLoader':
-    _set_v1_layers(_V1LayersOnFirstUse('tf.compat.v1.layers'))
+  for name, ((_, parent), attribute, _) in _V1_KERAS_MODULES.items():
+    if type(getattr(parent(), attribute, None)).__name__ == 'KerasLazyLoader':
+      _set_v1_module(name, _V1LayersOnFirstUse(name))
 
 
-def _set_v1_layers(module):
-  for parent in (tf.compat.v1, sys.modules.get('tensorflow._api.v2.compat.v1')):
-    if parent is not None:
-      setattr(parent, 'layers', module)
+def _set_v1_module(name, module):
+  (api_module, parent), attribute, _ = _V1_KERAS_MODULES[name]
+  for holder in (parent(), sys.modules.get(api_module)):
+    if holder is not None:
+      setattr(holder, attribute, module)
 
 
 class _V1LayersOnFirstUse(types.ModuleType):
-  """`tf.compat.v1.layers` until first used: then tf_keras' v1 layers module."""
+  """A v1 Keras module (`tf.compat.v1.layers`, named so) until first used:
+  then tf_keras' module for it."""
 
   def __getattr__(self, name):
     if name.startswith('__'):
       raise AttributeError(name)
     if importlib.util.find_spec('tf_keras') is None:
       raise ImportError(
-          f'tf.compat.v1.layers.{name} needs the tf_keras package (Keras 3 has no '
+          f'{self.__name__}.{name} needs the tf_keras package (Keras 3 has no '
           'v1 layers). Install it without replacing your TensorFlow: '
           '`pip install --no-deps tf_keras` (a plain `pip install tf_keras` pulls '
           'the full tensorflow wheel over tensorflow-cpu).')
-    module = importlib.import_module(_TF_KERAS_V1_LAYERS)
-    _set_v1_layers(module)
+    module = importlib.import_module(_V1_KERAS_MODULES[self.__name__][2])
+    _set_v1_module(self.__name__, module)
     return getattr(module, name)
