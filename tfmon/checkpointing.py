@@ -275,8 +275,9 @@ def _assign_from_tf1(checkpoint, variables):
   missing, kept = [], []
   for variable in variables:
     name = _variable_name(variable)
-    if reader.has_tensor(name):
-      variable.assign(reader.get_tensor(name))
+    value = _tf1_value(reader, variable, name)
+    if value is not None:
+      variable.assign(value)
     else:
       (missing if variable.trainable else kept).append(name)
   if missing:
@@ -289,6 +290,23 @@ def _assign_from_tf1(checkpoint, variables):
   if kept:
     logging.warning('TF1 checkpoint %s does not hold %s (state TF1 did not '
                     'save); they keep their initial values.', path, sorted(kept))
+
+
+def _tf1_value(reader, variable, name):
+  """What a TF1 checkpoint holds for `variable`, found by name, or None.
+
+  A part of a partitioned variable (`emb/part_0`, from `get_variable(...,
+  partitioner=...)`, and its slots) is its slice of the whole, which TF1's
+  Saver saved as one tensor under the whole's name (`emb`): the part's save
+  slice info (a private attribute TF1's Saver read too) says which slice.
+  """
+  if reader.has_tensor(name):
+    return reader.get_tensor(name)
+  part = getattr(variable, '_save_slice_info', None)
+  if part is None or not reader.has_tensor(part.full_name):
+    return None
+  return reader.get_tensor(part.full_name)[tuple(
+      slice(offset, offset + size) for offset, size in zip(part.var_offset, part.var_shape))]
 
 
 def require_created_in_scope(checkpoint):

@@ -942,3 +942,35 @@ def test_dynamic_rnn_makes_its_cells_variables_in_its_loop_as_in_tf1():
   assert names == tf1_names
   np.testing.assert_allclose(losses, tf1_losses, rtol=1e-6)
   assert losses[2] < losses[0]  # it trains
+
+
+def _partitioned_embedding_job(graph, train, checkpoint_dir, last_step):
+  """A TF1 job on a partitioned embedding (and Adagrad's partitioned slots);
+  returns its losses."""
+  with graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    embeddings = tf.compat.v1.get_variable(
+        'embeddings', [10, 4], partitioner=tf.compat.v1.fixed_size_partitioner(2),
+        initializer=tf.compat.v1.constant_initializer(0.5))
+    ids = tf.compat.v1.placeholder(tf.int64, [None])
+    loss = tf.reduce_sum(tf.compat.v1.nn.embedding_lookup(embeddings, ids) ** 2)
+    train_op = tf.compat.v1.train.AdagradOptimizer(0.1).minimize(
+        loss, global_step=global_step)
+    losses = []
+    with train.MonitoredTrainingSession(
+        checkpoint_dir=str(checkpoint_dir), save_summaries_steps=None,
+        hooks=[train.StopAtStepHook(last_step=last_step)]) as sess:
+      while not sess.should_stop():
+        losses.append(sess.run([train_op, loss], {ids: [1, 7, 7]})[1])
+  return losses
+
+
+def test_a_tf1_checkpoint_of_partitioned_variables_continues_under_tfmon(tmp_path):
+  # TF1 saved each partitioned variable as one tensor under its whole name.
+  uninterrupted = _partitioned_embedding_job(
+      tf.Graph, tf.compat.v1.train, tmp_path / 'once', 6)
+  first = _partitioned_embedding_job(tf.Graph, tf.compat.v1.train, tmp_path / 'job', 3)
+  assert {'embeddings', 'embeddings/Adagrad'} <= {
+      name for name, _ in tf.train.list_variables(str(tmp_path / 'job'))}
+  rest = _partitioned_embedding_job(tfmon.Graph, tfmon.train, tmp_path / 'job', 6)
+  np.testing.assert_allclose(first + rest, uninterrupted, rtol=1e-6)
