@@ -3,6 +3,7 @@ if a TensorFlow upgrade removes it (they are used only in graph_capture.py)."""
 
 import importlib
 import sys
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -112,3 +113,24 @@ def test_a_graph_seed_gives_initial_values_and_random_ops_tf1s_values():
       values = sess.run(fetches, feeds)
   for value, tf1_value in zip(values, tf1_values):
     np.testing.assert_array_equal(value, tf1_value)
+
+
+def test_seeded_graphs_built_in_threads_leave_the_eager_seed_as_it_was():
+  # Initializers see the graph's seed through the process's eager context,
+  # swapped in and back per variable: two threads at once must not leave
+  # either graph's seed behind.
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  before = context.global_seed()
+
+  def build(seed):
+    with tfmon.Graph().as_default():
+      tf.compat.v1.set_random_seed(seed)
+      for i in range(60):
+        tf.compat.v1.get_variable(f'v{i}', [2])
+
+  threads = [threading.Thread(target=build, args=(seed,)) for seed in (11, 12, 13)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert context.global_seed() == before

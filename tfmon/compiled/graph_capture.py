@@ -287,16 +287,20 @@ _CAN_SEED = (hasattr(context.context(), '_seed') and
              hasattr(random_seed, '_graph_to_seed_dict'))
 
 
+_eager_seed_lock = threading.RLock()  # graphs built in two threads at once
+
+
 @contextlib.contextmanager
 def _eager_seed(ctx, seed, op_seeds):
   """The eager context's global seed and its generator of op seeds (`_rng`,
   made by `tf.random.set_seed`) replaced for a while."""
-  saved = ctx._seed, getattr(ctx, '_rng', None)  # pylint: disable=protected-access
-  ctx._seed, ctx._rng = seed, op_seeds  # pylint: disable=protected-access
-  try:
-    yield
-  finally:
-    ctx._seed, ctx._rng = saved  # pylint: disable=protected-access
+  with _eager_seed_lock:
+    saved = ctx._seed, getattr(ctx, '_rng', None)  # pylint: disable=protected-access
+    ctx._seed, ctx._rng = seed, op_seeds  # pylint: disable=protected-access
+    try:
+      yield
+    finally:
+      ctx._seed, ctx._rng = saved  # pylint: disable=protected-access
 
 
 class _GraphOpSeeds:
