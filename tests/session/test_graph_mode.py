@@ -974,3 +974,47 @@ def test_a_tf1_checkpoint_of_partitioned_variables_continues_under_tfmon(tmp_pat
       name for name, _ in tf.train.list_variables(str(tmp_path / 'job'))}
   rest = _partitioned_embedding_job(tfmon.Graph, tfmon.train, tmp_path / 'job', 6)
   np.testing.assert_allclose(first + rest, uninterrupted, rtol=1e-6)
+
+
+def test_a_tf1_saver_of_moving_averages_restores_a_tfmon_checkpoint_for_evaluation(
+    tmp_path):
+  # TF1's evaluation idiom: restore each variable from its moving average.
+  with tfmon.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    weights = tf.compat.v1.get_variable('w', [2], initializer=tf.compat.v1.ones_initializer())
+    minimize = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        tf.reduce_sum(weights * weights), global_step=global_step)
+    averages = tf.compat.v1.train.ExponentialMovingAverage(0.9, global_step)
+    with tf.control_dependencies([minimize]):
+      train_op = averages.apply([weights])
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), save_summaries_steps=None,
+        hooks=[tfmon.train.StopAtStepHook(last_step=3)]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+    average = averages.average(weights)
+  averaged = average.numpy()
+  assert not np.allclose(averaged, weights.numpy())
+
+  def evaluation_graph():
+    weights = tf.compat.v1.get_variable('w', [2])
+    saver = tf.compat.v1.train.Saver(
+        tf.compat.v1.train.ExponentialMovingAverage(0.9).variables_to_restore())
+    return weights, saver
+
+  with tfmon.Graph().as_default():
+    weights, saver = evaluation_graph()
+    with tfmon.train.MonitoredSession(session_creator=tfmon.train.ChiefSessionCreator(
+        scaffold=tfmon.train.Scaffold(saver=saver), checkpoint_dir=str(tmp_path))) as sess:
+      np.testing.assert_allclose(sess.run(weights), averaged)
+  with tfmon.Graph().as_default():  # TF1's Saver.restore itself cannot, and says why
+    weights, saver = evaluation_graph()
+    with tfmon.train.MonitoredSession() as sess:
+      with pytest.raises(ValueError, match=r"TF1's Saver cannot restore .*model.ckpt-3 "
+                         r'.*TF2 \(object-based\) checkpoint.*Scaffold\(saver=...\)'):
+        saver.restore(sess, tf.train.latest_checkpoint(str(tmp_path)))
+  with tf.Graph().as_default():  # nor does TF1 need it: a plain session restores it
+    weights, saver = evaluation_graph()
+    with tf.compat.v1.Session() as session:
+      saver.restore(session, tf.train.latest_checkpoint(str(tmp_path)))
+      np.testing.assert_allclose(session.run(weights), averaged)

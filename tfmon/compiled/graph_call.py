@@ -173,7 +173,11 @@ class GraphCall:
       inputs = [value for _, value in feeds] + [h for _, h in self._iterators]
       if function.gated:
         inputs.insert(0, self._record[plan.records])
-      outputs = function.call(inputs)
+      try:
+        outputs = function.call(inputs)
+      except tf.errors.NotFoundError as e:
+        _refuse_a_tf2_checkpoint_to_a_tf1_saver(feeds, e)
+        raise
     results = []
     for leaf, kind, element, value in zip(flat, plan.kinds, plan.elements, before):
       if kind == _OUTPUT:
@@ -526,6 +530,34 @@ class _Plan:
     self.records = any(_is_summary(t) for t in self.tensors)
     self.function = None
     self.feeds = None  # [(index in feed_dict, fed tensor, dtype, shape)]: see _feeds
+
+
+def _refuse_a_tf2_checkpoint_to_a_tf1_saver(feeds, error):
+  """Raises ValueError, with the fixes, if `error` is a TF1 Saver's restore op
+  (fed its file name) not finding its keys in a TF2 checkpoint (tfmon's own).
+
+  TF1's `Saver.restore` catches the NotFoundError and rebuilds itself for an
+  object-based checkpoint, which a finalized graph refuses: "Graph is finalized
+  and cannot be modified" would say nothing of the cause.
+  """
+  if 'not found in checkpoint' not in str(error):
+    return
+  for tensor, value in feeds:
+    if tensor.dtype != tf.string or value.shape.rank != 0:
+      continue
+    path = value.numpy().decode(errors='replace')
+    try:
+      object_based = tf.train.load_checkpoint(path).has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH')
+    except (tf.errors.OpError, ValueError):
+      continue
+    if object_based:
+      raise ValueError(
+          f'TF1\'s Saver cannot restore {path} through a session of a captured graph: '
+          'it is a TF2 (object-based) checkpoint, as tfmon writes them, which TF1\'s '
+          'Saver restores only by building new ops, and the graph is finalized. '
+          'Let the session restore it: pass the Saver as '
+          'tfmon.train.Scaffold(saver=...) and the directory as checkpoint_dir; or '
+          'restore it with TF1\'s Saver in a plain tf.compat.v1.Session.') from error
 
 
 def _parts(sparse):
