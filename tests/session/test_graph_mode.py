@@ -3,6 +3,8 @@
 import gc
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -1018,3 +1020,27 @@ def test_a_tf1_saver_of_moving_averages_restores_a_tfmon_checkpoint_for_evaluati
     with tf.compat.v1.Session() as session:
       saver.restore(session, tf.train.latest_checkpoint(str(tmp_path)))
       np.testing.assert_allclose(session.run(weights), averaged)
+
+
+_WITHOUT_V2_BEHAVIOR = '''
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()  # the TF1-to-TF2 migration guide's first line
+import tfmon
+for make in (tfmon.Graph, lambda: tfmon.train.MonitoredSession().run(lambda: 1)):
+  try:
+    make()
+  except RuntimeError as e:
+    print(e)
+'''
+
+
+def test_tf1_scripts_that_turn_off_v2_behavior_are_told_to_keep_it():
+  # Process-wide and for good: in a process of its own.
+  printed = subprocess.run(
+      [sys.executable, '-c', _WITHOUT_V2_BEHAVIOR], capture_output=True, text=True,
+      timeout=120, check=True).stdout.splitlines()
+  assert printed == [
+      "tfmon runs on TensorFlow 2's eager runtime, which "
+      'tf.compat.v1.disable_v2_behavior() or disable_eager_execution() turned off '
+      'for this process. Remove that call: `with tfmon.Graph().as_default():` runs '
+      'TF1 graph code as it is, and a tfmon session runs that graph.'] * 2

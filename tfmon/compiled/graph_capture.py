@@ -61,6 +61,7 @@ class Graph(func_graph.FuncGraph):
   """
 
   def __init__(self, name='tfmon_graph'):
+    require_eager_runtime()
     super().__init__(name, collections={})
     self._variable_holder = wrap_function.VariableHolder(share_variables=False)
     self._wrapped = None
@@ -332,6 +333,18 @@ def _tf1_tensor_equality():
   finally:
     if was_on:
       tf.compat.v1.enable_tensor_equality()
+
+
+def require_eager_runtime():
+  """Raises unless TensorFlow 2's eager runtime is on, which
+  `tf.compat.v1.disable_v2_behavior()` (the TF1-to-TF2 migration guide's first
+  line) and `disable_eager_execution()` turn off for the whole process."""
+  if not tf.compat.v1.executing_eagerly_outside_functions():
+    raise RuntimeError(
+        'tfmon runs on TensorFlow 2\'s eager runtime, which '
+        'tf.compat.v1.disable_v2_behavior() or disable_eager_execution() turned '
+        'off for this process. Remove that call: `with tfmon.Graph().as_default():` '
+        'runs TF1 graph code as it is, and a tfmon session runs that graph.')
 
 
 def capture_graph(build):

@@ -13,6 +13,7 @@ from tfmon.compiled.worker_agreement import WorkerAgreement
 def require_eager():
   """Raises unless running eagerly: runs are compiled calls made from Python."""
   if not tf.executing_eagerly():
+    graph_capture.require_eager_runtime()  # the cause may be the process's
     raise RuntimeError(
         'A tfmon session runs eagerly: call run() from Python, not inside a '
         'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
