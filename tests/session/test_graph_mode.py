@@ -1044,3 +1044,26 @@ def test_tf1_scripts_that_turn_off_v2_behavior_are_told_to_keep_it():
       'tf.compat.v1.disable_v2_behavior() or disable_eager_execution() turned off '
       'for this process. Remove that call: `with tfmon.Graph().as_default():` runs '
       'TF1 graph code as it is, and a tfmon session runs that graph.'] * 2
+
+
+def test_tf1_reference_variables_become_resource_variables():
+  # Eager variables are resource variables: TF refuses reference ones.
+  def run(graph, train):
+    with graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      weights = tf.compat.v1.get_variable(
+          'w', [2], initializer=tf.compat.v1.ones_initializer(), use_resource=False)
+      with tf.compat.v1.variable_scope('scope', use_resource=False):
+        scale = tf.compat.v1.Variable([1.0, 2.0], name='scale')
+      loss = tf.reduce_sum(weights * scale)
+      train_op = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9).minimize(
+          loss, global_step=global_step)
+      with train.MonitoredSession() as sess:
+        return [sess.run([train_op, loss])[1] for _ in range(3)]
+
+  tf.compat.v1.disable_resource_variables()  # as TF1 scripts did, process-wide
+  try:
+    ours = run(tfmon.Graph, tfmon.train)
+  finally:
+    tf.compat.v1.enable_resource_variables()
+  np.testing.assert_allclose(ours, run(tf.Graph, tf.compat.v1.train), rtol=1e-6)

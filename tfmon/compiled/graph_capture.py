@@ -155,6 +155,10 @@ class Graph(func_graph.FuncGraph):
       # evaluation during training): each graph makes its own variables.
       return next_creator(**kwargs)
     in_graph_code = not tf.executing_eagerly()
+    if 'use_resource' in kwargs:
+      # TF1 code's reference variables (`use_resource=False`,
+      # `disable_resource_variables()`): eager variables are resource ones.
+      kwargs['use_resource'] = True
     if callable(kwargs.get('caching_device')):
       # A device function (dynamic_rnn's `lambda op: op.device`) says where
       # graph variables cache their reads; an eager variable takes none.
