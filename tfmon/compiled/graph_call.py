@@ -1,8 +1,9 @@
 """GraphCall: `run` on a captured TF1 graph, as TF1's `Session.run` ran it.
 
-A run's fetches are the graph's tensors, operations and names ('loss:0',
-'train_op'), its variables, and values, in any nest; its feeds are keyed by
-placeholders (or any tensor), by object or by name.
+A run's fetches are the graph's tensors, sparse tensors, operations and names
+('loss:0', 'train_op'), its variables, and values, in any nest; its feeds are
+keyed by placeholders (or any tensor, a sparse one fed its three parts), by
+object or by name.
 
 What runs: functions pruned from the graph (`WrappedFunction.prune`), one per
 family of runs, as far as TF1's semantics allow:
