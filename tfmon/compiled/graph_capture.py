@@ -149,8 +149,10 @@ class Graph(func_graph.FuncGraph):
     graph. Variables a session on the graph makes while it runs (a
     checkpoint's save counter) are left alone.
     """
-    if (getattr(_running, 'graph', None) is self and tf.executing_eagerly()) or (
-        not self._builds_here()):
+    if getattr(_running, 'graph', None) is self and (
+        tf.executing_eagerly() or tf.compat.v1.get_default_graph() is not self):
+      return next_creator(**kwargs)  # the session's own, eager or traced
+    if not self._builds_here():
       # A graph entered inside another inherits its creators (an Estimator's
       # evaluation during training): each graph makes its own variables.
       return next_creator(**kwargs)
