@@ -816,7 +816,7 @@ def _seeded_tf1_job(graph, train):
   features = rng.normal(size=(64, 8)).astype(np.float32)
   labels = rng.integers(0, 3, 64)
   with graph().as_default():
-    tf.compat.v1.set_random_seed(2029)  # this test's own: see test_graph_capture
+    tf.compat.v1.set_random_seed(2029)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     x = tf.compat.v1.placeholder(tf.float32, [None, 8])
     y = tf.compat.v1.placeholder(tf.int64, [None])

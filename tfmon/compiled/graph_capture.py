@@ -13,12 +13,13 @@ What the capture promises:
     `trainable_variables()`, LOCAL_VARIABLES for v1 metrics), so v1 optimizers
     find what to train and checkpoints find what to save; with a graph seed
     (`tf.compat.v1.set_random_seed`) its initial value is TF1's
-    (_seeded_as_tf1);
+    (_initial_value_as_tf1);
   - a session finalizes the graph after its hooks' `begin()`, as TF1 did, and
     runs subgraphs of it as pruned functions (`WrappedFunction.prune`).
 """
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import itertools
@@ -43,7 +44,7 @@ from tensorflow.python.framework import random_seed
 from tensorflow.python.training import moving_averages
 
 # (and `moving_averages.ops`: see _average_tensors_as_tf1_did; the eager
-# context's seed and `random_seed`'s per-graph counts: see _seeded_as_tf1.)
+# context's seed and `random_seed`'s per-graph counts: see _initial_value_as_tf1.)
 
 # TF1's Saver.save and restore accept only instances of this base class; a
 # tfmon session derives from it, so TF1 code can save through it.
@@ -177,8 +178,9 @@ class Graph(func_graph.FuncGraph):
     initial_value = kwargs.get('initial_value')
     if isinstance(initial_value, tf.Tensor) and getattr(initial_value, 'graph', None) is self:
       kwargs['initial_value'] = self._evaluate(initial_value, kwargs['name'])
-    with _seeded_as_tf1(self):
-      variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
+    elif callable(initial_value) and self.seed is not None and _CAN_SEED:
+      kwargs['initial_value'] = functools.partial(_initial_value_as_tf1, self, initial_value)
+    variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
       initial = None
       if local:  # v1 metrics' totals: local_variables_initializer() resets them
@@ -268,25 +270,38 @@ class Graph(func_graph.FuncGraph):
     return self._wrapped
 
 
-def _seeded_as_tf1(graph):
-  """Seeds the random ops of a variable's initializer, which runs eagerly, as
-  TF1's graph seeded them: with `graph.seed` (`tf.compat.v1.set_random_seed`)
-  and, for an op given no seed of its own, the graph's count of such ops so
-  far (`random_seed.get_seed`), which graph code's own random ops (dropout)
-  count on too. The values are then TF1's, and the same in every run.
+def _initial_value_as_tf1(graph, initial_value):
+  """`initial_value()` (a variable's initializer, run eagerly as the variable is
+  made) with its random ops seeded as TF1's graph seeded them: with
+  `graph.seed` (`tf.compat.v1.set_random_seed`) and, for an op given no seed of
+  its own, the graph's count of such ops so far (`random_seed.get_seed`), which
+  graph code's own random ops (dropout) count on too. The values are then
+  TF1's, and the same in every run.
 
-  Eager random kernels are cached by their seeds: a second graph of the same
-  seed in one process continues their streams (its values differ from TF1's,
-  and are the same in every run of the program). The eager seed is the
-  process's: another thread's eager random ops, while a variable is made,
-  would be seeded so too.
+  Eager random kernels are cached by their seeds and continue their streams: a
+  second graph of the same seed in one process would get other values. Seeds
+  used before are computed in a function of their own instead, whose kernels
+  start afresh (a few ms a variable). The eager seed is the process's: another
+  thread's eager random ops, while a variable is made, would be seeded so too.
   """
-  if graph.seed is None or not _CAN_SEED:
-    return contextlib.nullcontext()
-  return _eager_seed(context.context(), graph.seed, _GraphOpSeeds(graph))
+  counts = random_seed._graph_to_seed_dict  # pylint: disable=protected-access
+  start = counts.get(graph, 0)
+  op_seeds = _GraphOpSeeds(graph)
+  with _eager_seed(context.context(), graph.seed, op_seeds):
+    value = initial_value()
+  if not op_seeds.repeated:
+    return value
+
+  def in_a_function():
+    function_graph = tf.compat.v1.get_default_graph()
+    function_graph.seed = graph.seed
+    counts[function_graph] = start
+    return initial_value()
+
+  return tf.function(in_a_function, autograph=False)()
 
 
-# The internals _seeded_as_tf1 needs; without them (a later TF) initializers
+# The internals _initial_value_as_tf1 needs; without them (a later TF) initializers
 # are seeded by the eager context, unseeded unless `tf.random.set_seed` was
 # called (tested: tests/compiled/test_graph_capture.py).
 _CAN_SEED = (hasattr(context.context(), '_seed') and
@@ -312,16 +327,24 @@ def _eager_seed(ctx, seed, op_seeds):
 
 class _GraphOpSeeds:
   """Stands for the eager context's generator of op seeds (its `randint`):
-  counts in the graph's count, as `random_seed.get_seed` does in graph mode."""
+  counts in the graph's count, as `random_seed.get_seed` does in graph mode,
+  and notes a pair of seeds an eager random op of the process had before."""
 
   def __init__(self, graph):
     self._graph = graph
+    self.repeated = False
 
   def randint(self, unused_low, unused_high):
     counts = random_seed._graph_to_seed_dict  # pylint: disable=protected-access
     count = counts.setdefault(self._graph, 0)
     counts[self._graph] = count + 1
+    seeds = (self._graph.seed, count)
+    self.repeated = self.repeated or seeds in _eager_seeds_used
+    _eager_seeds_used.add(seeds)
     return count
+
+
+_eager_seeds_used = set()  # (graph seed, op seed) of initializers run eagerly
 
 
 @contextlib.contextmanager
