@@ -784,8 +784,6 @@ _PLUMBING = {'_Arg', '_Retval', 'Const', 'VarHandleOp', 'NoOp', 'Identity',
              'OneShotIterator'}
 
 
-
-
 def test_a_run_of_train_op_alone_computes_what_tf1_computes():
   # Grappler prunes a function by its outputs; one that only runs operations
   # had none, and kept conv's gradient with respect to the images (BUILD_NOTES:
