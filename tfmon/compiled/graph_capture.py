@@ -287,7 +287,7 @@ def _initial_value_as_tf1(graph, initial_value):
   counts = random_seed._graph_to_seed_dict  # pylint: disable=protected-access
   start = counts.get(graph, 0)
   op_seeds = _GraphOpSeeds(graph)
-  with _eager_seed(context.context(), graph.seed, op_seeds):
+  with _eager_seed(graph.seed, op_seeds):
     value = initial_value()
   if not op_seeds.repeated:
     return value
@@ -313,9 +313,10 @@ _eager_seed_lock = threading.RLock()  # graphs built in two threads at once
 
 
 @contextlib.contextmanager
-def _eager_seed(ctx, seed, op_seeds):
+def _eager_seed(seed, op_seeds):
   """The eager context's global seed and its generator of op seeds (`_rng`,
   made by `tf.random.set_seed`) replaced for a while."""
+  ctx = context.context()
   with _eager_seed_lock:
     saved = ctx._seed, getattr(ctx, '_rng', None)  # pylint: disable=protected-access
     ctx._seed, ctx._rng = seed, op_seeds  # pylint: disable=protected-access
@@ -620,16 +621,11 @@ def _average_tensors_as_tf1_did():
 _layers_routed = []
 
 
-# TensorFlow's lazily loaded Keras modules that TF1 code uses: where TF keeps
-# each (the API module and the wrapper around it that `tf.compat.v1` is), its
-# attribute name there, and tf_keras' v1 module for it.
+# TensorFlow's lazily loaded Keras modules that TF1 code uses, and tf_keras'
+# v1 module for each.
 _V1_KERAS_MODULES = {
-    'tf.compat.v1.layers': (
-        ('tensorflow._api.v2.compat.v1', lambda: tf.compat.v1), 'layers',
-        'tf_keras.api._v1.keras.__internal__.legacy.layers'),
-    'tf.compat.v1.nn.rnn_cell': (
-        ('tensorflow._api.v2.compat.v1.nn', lambda: tf.compat.v1.nn), 'rnn_cell',
-        'tf_keras.api._v1.keras.__internal__.legacy.rnn_cell'),
+    'tf.compat.v1.layers': 'tf_keras.api._v1.keras.__internal__.legacy.layers',
+    'tf.compat.v1.nn.rnn_cell': 'tf_keras.api._v1.keras.__internal__.legacy.rnn_cell',
 }
 
 
@@ -649,16 +645,25 @@ def _route_v1_layers_to_tf_keras():
   if not _layers_routed[0]:
     return
   # Checked at every entry: importing tf_keras sets TensorFlow's loader again.
-  for name, ((_, parent), attribute, _) in _V1_KERAS_MODULES.items():
-    if type(getattr(parent(), attribute, None)).__name__ == 'KerasLazyLoader':
+  for name in _V1_KERAS_MODULES:
+    holders, attribute = _v1_module_holders(name)
+    if type(getattr(holders[0], attribute, None)).__name__ == 'KerasLazyLoader':
       _set_v1_module(name, _V1LayersOnFirstUse(name))
 
 
+def _v1_module_holders(name):
+  """`([holders], attribute)` of `name` ('tf.compat.v1.layers'): the wrapper
+  `tf.compat.v1...` is and the API module inside it both hold the module."""
+  path, attribute = name.split('.', 1)[1].rsplit('.', 1)
+  wrapper = functools.reduce(getattr, path.split('.'), tf)
+  holders = [wrapper, sys.modules.get('tensorflow._api.v2.' + path)]
+  return [h for h in holders if h is not None], attribute
+
+
 def _set_v1_module(name, module):
-  (api_module, parent), attribute, _ = _V1_KERAS_MODULES[name]
-  for holder in (parent(), sys.modules.get(api_module)):
-    if holder is not None:
-      setattr(holder, attribute, module)
+  holders, attribute = _v1_module_holders(name)
+  for holder in holders:
+    setattr(holder, attribute, module)
 
 
 class _V1LayersOnFirstUse(types.ModuleType):
@@ -674,6 +679,6 @@ class _V1LayersOnFirstUse(types.ModuleType):
           'v1 layers). Install it without replacing your TensorFlow: '
           '`pip install --no-deps tf_keras` (a plain `pip install tf_keras` pulls '
           'the full tensorflow wheel over tensorflow-cpu).')
-    module = importlib.import_module(_V1_KERAS_MODULES[self.__name__][2])
+    module = importlib.import_module(_V1_KERAS_MODULES[self.__name__])
     _set_v1_module(self.__name__, module)
     return getattr(module, name)
