@@ -29,6 +29,7 @@ from tfmon.session.hooked_session import HookedSession
 from tfmon.session.raw_session import RawSession
 from tfmon.session.recoverable_session import RecoverableSession
 from tfmon.session.session_creator import ChiefSessionCreator, SessionCreator
+from tfmon.session.session_creator import refuse_tensorflows_own
 from tfmon.session.step_context import StepContext
 
 
@@ -171,14 +172,10 @@ class _MonitoredSession:
         steps_per_loop < 1):
       raise ValueError(f'steps_per_loop={steps_per_loop!r} must be a positive int: '
                        'the most training steps one run may fuse.')
-    if isinstance(session_creator, (tf.compat.v1.train.ChiefSessionCreator,
-                                    tf.compat.v1.train.WorkerSessionCreator)):
-      raise TypeError(
-          f'session_creator {session_creator!r} is TensorFlow\'s '
-          f'tf.compat.v1.train.{type(session_creator).__name__}, which makes a TF1 '
-          'Session; a tfmon session takes tfmon.train.ChiefSessionCreator or '
-          'WorkerSessionCreator, with the same arguments (rename '
-          'tf.compat.v1.train. to tfmon.train. there too).')
+    refuse_tensorflows_own(
+        'session_creator', session_creator,
+        [tf.compat.v1.train.ChiefSessionCreator, tf.compat.v1.train.WorkerSessionCreator],
+        'ChiefSessionCreator or WorkerSessionCreator', why=', which makes a TF1 Session')
     if session_creator is not None and not isinstance(session_creator, SessionCreator):
       raise TypeError(
           f'session_creator must be a SessionCreator (e.g. '

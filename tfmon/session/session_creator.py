@@ -15,14 +15,22 @@ from tfmon.session.scaffold import Scaffold
 SessionCreator = tf.compat.v1.train.SessionCreator
 
 
+def refuse_tensorflows_own(argument, value, classes, takes, why=''):
+  """Raises TypeError, naming tfmon's class to use, if `value` is an instance
+  of one of TensorFlow's `tf.compat.v1.train` `classes` (a port that renamed
+  the session but not what it is given)."""
+  tf_class = next((c for c in classes if isinstance(value, c)), None)
+  if tf_class is not None:
+    raise TypeError(
+        f'{argument} {value!r} is TensorFlow\'s tf.compat.v1.train.{tf_class.__name__}'
+        f'{why}; a tfmon session takes tfmon.train.{takes}, with the same arguments '
+        '(rename tf.compat.v1.train. to tfmon.train. there too).')
+
+
 def _check_scaffold(scaffold):
   if scaffold is None:
     return Scaffold()
-  if isinstance(scaffold, tf.compat.v1.train.Scaffold):
-    raise TypeError(
-        f'scaffold {scaffold!r} is TensorFlow\'s tf.compat.v1.train.Scaffold; a tfmon '
-        'session takes tfmon.train.Scaffold, with the same arguments (rename '
-        'tf.compat.v1.train. to tfmon.train. there too).')
+  refuse_tensorflows_own('scaffold', scaffold, [tf.compat.v1.train.Scaffold], 'Scaffold')
   if not isinstance(scaffold, Scaffold):
     raise TypeError(f'scaffold must be a tfmon.train.Scaffold; got {scaffold!r} of '
                     f'type {type(scaffold).__name__}.')
