@@ -240,7 +240,8 @@ def warn_missing_step_variables(checkpoint, variables, warned):
 _tf1_restores = weakref.WeakKeyDictionary()
 
 
-def _is_tf1_checkpoint(path):
+def is_tf1_checkpoint(path):
+  """Whether `path` is a TF1 Saver's name-based checkpoint (no TF2 object graph)."""
   return not tf.train.load_checkpoint(path).has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH')
 
 
@@ -487,7 +488,7 @@ def restore(checkpoint, path):
 
 def _restore_checked(checkpoint, path):
   logging.info('Restoring parameters from %s', path)
-  if _is_tf1_checkpoint(path):
+  if is_tf1_checkpoint(path):
     _restore_tf1(checkpoint, path)
     return
   try:

@@ -45,6 +45,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from tfmon import checkpointing
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
@@ -548,7 +549,7 @@ def _refuse_a_tf2_checkpoint_to_a_tf1_saver(feeds, error):
       continue
     path = value.numpy().decode(errors='replace')
     try:
-      object_based = tf.train.load_checkpoint(path).has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH')
+      object_based = not checkpointing.is_tf1_checkpoint(path)
     except (tf.errors.OpError, ValueError):
       continue
     if object_based:
