@@ -298,16 +298,14 @@ def _tf1_value(reader, variable, name):
 
   A part of a partitioned variable (`emb/part_0`, from `get_variable(...,
   partitioner=...)`, and its slots) is its slice of the whole, which TF1's
-  Saver saved as one tensor under the whole's name (`emb`): the part's save
-  slice info (a private attribute TF1's Saver read too) says which slice.
+  Saver saved as one tensor under the whole's name (`emb`).
   """
   if reader.has_tensor(name):
     return reader.get_tensor(name)
-  part = getattr(variable, '_save_slice_info', None)
-  if part is None or not reader.has_tensor(part.full_name):
+  part = graph_capture.slice_of_whole(variable)
+  if part is None or not reader.has_tensor(part[0]):
     return None
-  return reader.get_tensor(part.full_name)[tuple(
-      slice(offset, offset + size) for offset, size in zip(part.var_offset, part.var_shape))]
+  return reader.get_tensor(part[0])[part[1]]
 
 
 def require_created_in_scope(checkpoint):

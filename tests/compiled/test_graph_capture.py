@@ -28,6 +28,8 @@ def test_tensor_equality_flag_and_tf_keras_modules_exist():
     return
   layers = importlib.import_module('tf_keras.api._v1.keras.__internal__.legacy.layers')
   assert callable(layers.dense)
+  rnn_cell = importlib.import_module('tf_keras.api._v1.keras.__internal__.legacy.rnn_cell')
+  assert callable(rnn_cell.GRUCell)
   utils = importlib.import_module('tf_keras.src.engine.base_layer_utils')
   assert hasattr(utils.call_context(), 'in_call')
 
@@ -134,3 +136,15 @@ def test_seeded_graphs_built_in_threads_leave_the_eager_seed_as_it_was():
   for thread in threads:
     thread.join()
   assert context.global_seed() == before
+
+
+def test_a_partitioned_variables_parts_say_which_slice_of_the_whole_they_are():
+  # checkpointing restores each part from a TF1 checkpoint's whole tensor by it.
+  from tfmon.compiled import graph_capture  # pylint: disable=g-import-not-at-top
+  with tfmon.Graph().as_default():
+    whole = tf.compat.v1.get_variable(
+        'emb', [10, 4], partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    parts = list(whole)
+  assert [graph_capture.slice_of_whole(part) for part in parts] == [
+      ('emb', (slice(0, 5), slice(0, 4))), ('emb', (slice(5, 10), slice(0, 4)))]
+  assert graph_capture.slice_of_whole(tf.Variable(1.0)) is None

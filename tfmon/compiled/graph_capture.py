@@ -44,7 +44,8 @@ from tensorflow.python.framework import random_seed
 from tensorflow.python.training import moving_averages
 
 # (and `moving_averages.ops`: see _average_tensors_as_tf1_did; the eager
-# context's seed and `random_seed`'s per-graph counts: see _initial_value_as_tf1.)
+# context's seed and `random_seed`'s per-graph counts: see _initial_value_as_tf1;
+# a variable's `_save_slice_info`: see slice_of_whole.)
 
 # TF1's Saver.save and restore accept only instances of this base class; a
 # tfmon session derives from it, so TF1 code can save through it.
@@ -363,6 +364,19 @@ def _tf1_tensor_equality():
   finally:
     if was_on:
       tf.compat.v1.enable_tensor_equality()
+
+
+def slice_of_whole(variable):
+  """`(the whole's name, slices)` of a part of a partitioned variable (made by
+  `get_variable(..., partitioner=...)`: 'emb/part_0' of 'emb'), else None.
+
+  From the part's save slice info, a private attribute TF1's Saver reads too.
+  """
+  info = getattr(variable, '_save_slice_info', None)
+  if info is None:
+    return None
+  return info.full_name, tuple(slice(offset, offset + size)
+                               for offset, size in zip(info.var_offset, info.var_shape))
 
 
 def require_eager_runtime():
