@@ -14,5 +14,9 @@ setuptools.setup(
         'numpy',
         'absl-py',
     ],
-    extras_require={'test': ['pytest', 'pandas']},  # pandas: pandas_input_fn's tests
+    extras_require={
+        # pandas: pandas_input_fn's tests; tf_keras: tf.compat.v1.layers and the
+        # estimator tests that build v1 layers (the tensorflow wheel does not bring it)
+        'test': ['pytest', 'pandas', 'tf_keras'],
+    },
 )
