@@ -24,6 +24,8 @@ import weakref
 from tfmon import tf_logging as logging
 import tensorflow as tf
 
+from tfmon import checkpoint_files
+from tfmon import tf_internals
 from tfmon import training_util
 from tfmon import workers
 from tfmon.compiled import graph_capture
@@ -74,7 +76,7 @@ def _check_trackables(value, path):
         'and, on resume, skip what was consumed before distributing: '
         'dataset.skip(batches_seen), or checkpoint iter(dataset) of the '
         'undistributed dataset instead.')
-  if not isinstance(value, tf.__internal__.tracking.Trackable):
+  if not isinstance(value, tf_internals.Trackable):
     raise TypeError(
         f'{path} = {value!r} of type {type(value).__name__} cannot be '
         'checkpointed: a checkpoint holds trackables (Keras models and '
@@ -127,7 +129,7 @@ def as_checkpoint(value, arg_name='checkpoint'):
 
 def _saver_variables(saver):
   """`{TF1 name: variable}` of what a `tf.compat.v1.train.Saver` saves."""
-  var_list = getattr(saver, '_var_list', None)  # the Saver's own argument
+  var_list = tf_internals.tf_state(saver, '_var_list')  # the Saver's own argument
   if var_list is None:
     var_list = tf.compat.v1.global_variables()
   if isinstance(var_list, dict):
@@ -238,11 +240,6 @@ def warn_missing_step_variables(checkpoint, variables, warned):
 # Checkpoint -> the TF1 (name-based) checkpoint it restores from: variables
 # created later (in a step's first trace) are restored as they are reported.
 _tf1_restores = weakref.WeakKeyDictionary()
-
-
-def is_tf1_checkpoint(path):
-  """Whether `path` is a TF1 Saver's name-based checkpoint (no TF2 object graph)."""
-  return not tf.train.load_checkpoint(path).has_tensor('_CHECKPOINTABLE_OBJECT_GRAPH')
 
 
 def _restore_tf1(checkpoint, path):
@@ -445,11 +442,7 @@ def _read_when_run(trackable):
   if variable is not None:
     return (not isinstance(variable, tf.distribute.DistributedValues) and
             variable.device.startswith(_LOCAL_TASK + '/'))
-  base, cls = tf.__internal__.tracking.Trackable, type(trackable)
-  return (cls._serialize_to_tensors is base._serialize_to_tensors and
-          cls._gather_saveables_for_checkpoint is base._gather_saveables_for_checkpoint and
-          '_serialize_to_tensors' not in getattr(trackable, '__dict__', {}) and
-          not hasattr(cls, 'get_slot_names'))  # slot variables are not children
+  return tf_internals.saves_itself_as_read(trackable)
 
 
 def _only_callbacks(options):
@@ -486,7 +479,7 @@ def restore(checkpoint, path):
 
 def _restore_checked(checkpoint, path):
   logging.info('Restoring parameters from %s', path)
-  if is_tf1_checkpoint(path):
+  if checkpoint_files.is_tf1_checkpoint(path):
     _restore_tf1(checkpoint, path)
     return
   try:
@@ -743,7 +736,7 @@ class CheckpointWriter:
     self.save_path = os.path.join(self.manager.directory, basename)
     if manager is not None:
       # The manager's own file name wins; it keeps it as its prefix.
-      self.save_path = getattr(manager, '_checkpoint_prefix', self.save_path)
+      self.save_path = tf_internals.tf_state(manager, '_checkpoint_prefix', self.save_path)
     self._temporary = None  # a non-chief worker's manager of its temporary dir
     strategy = workers.current()
     if strategy is not None and not workers.is_chief(strategy):

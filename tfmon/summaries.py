@@ -14,9 +14,9 @@ import time
 
 import tensorflow as tf
 from tensorflow.core.util import event_pb2
-from tensorflow.python.ops import summary_ops_v2
 
 from tfmon import paths
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 
 _writers = {}
@@ -124,7 +124,7 @@ def write_session_start(writer, step):
                               status=event_pb2.SessionLog.START))
   try:
     with writer.as_default():
-      summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
+      tf_internals.import_event(event.SerializeToString())
   except tf.errors.OpError as e:
     _give_up(writer, e)
 

@@ -1,41 +1,15 @@
-"""The TensorFlow internals the graph capture stands on: each fails loudly here
-if a TensorFlow upgrade removes it (they are used only in graph_capture.py)."""
+"""What the graph capture does with the TensorFlow internals it stands on
+(tests/test_tf_internals.py checks each is there): TF1's seeds, tensor
+equality inside the graph, partitioned variables' slices, and the way to
+tf_keras' v1 layers."""
 
 import importlib
-import sys
 import threading
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.eager import wrap_function
-from tensorflow.python.framework import func_graph
 
 import tfmon
-
-
-def test_wrap_functions_variable_holder_and_prune_exist():
-  assert callable(wrap_function.VariableHolder(share_variables=False).variable_creator_scope)
-  assert callable(getattr(wrap_function.WrappedFunction, 'prune'))
-  assert issubclass(tfmon.Graph, func_graph.FuncGraph)
-
-
-def test_tensor_equality_flag_and_tf_keras_modules_exist():
-  assert isinstance(getattr(tf.Tensor, '_USE_EQUALITY'), bool)
-  assert 'tensorflow._api.v2.compat.v1' in sys.modules  # where tf.compat.v1.layers lives
-  try:
-    import tf_keras  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    return
-  layers = importlib.import_module('tf_keras.api._v1.keras.__internal__.legacy.layers')
-  assert callable(layers.dense)
-  rnn_cell = importlib.import_module('tf_keras.api._v1.keras.__internal__.legacy.rnn_cell')
-  assert callable(rnn_cell.GRUCell)
-  utils = importlib.import_module('tf_keras.src.engine.base_layer_utils')
-  assert hasattr(utils.call_context(), 'in_call')
-
-
-def test_func_graph_op_creation_hook_exists():
-  assert callable(getattr(func_graph.FuncGraph, '_create_op_internal'))
 
 
 def test_graph_tensors_are_hashable_inside_the_graph_only():
@@ -57,43 +31,11 @@ def test_v1_layers_without_tf_keras_say_how_to_install_it(monkeypatch):
     stand_in.dense  # pylint: disable=pointless-statement
 
 
-def test_moving_averages_checks_eager_mode_through_its_ops_module():
-  # graph_capture lets ExponentialMovingAverage average tensors, as TF1 did, by
-  # answering this one check as TF1's graph mode would.
-  from tensorflow.python.training import moving_averages  # pylint: disable=g-import-not-at-top
-  assert callable(moving_averages.ops.executing_eagerly_outside_functions)
-
-
-def test_init_from_checkpoint_leaves_its_initializer_in_initializer_op(tmp_path):
-  # Graph.checkpoint_initializers finds what init_from_checkpoint made there.
-  checkpoint = tf.train.Checkpoint(v=tf.Variable([1.0]))
-  path = checkpoint.write(str(tmp_path / 'ckpt'))
-  with tfmon.Graph().as_default() as graph:
-    variable = tf.compat.v1.get_variable('w', [1])
-    tf.compat.v1.train.init_from_checkpoint(path, {'v/.ATTRIBUTES/VARIABLE_VALUE': 'w'})
-    assert graph.checkpoint_initializers() == [variable._initializer_op]  # pylint: disable=protected-access
-
-
-def test_ops_take_control_inputs_and_conds_list_their_read_only_handles():
-  # graph_capture orders reads of a variable before its writes with these.
-  assert callable(tf.Operation._add_control_input)  # pylint: disable=protected-access
-  with tfmon.Graph().as_default() as graph:
-    variable = tf.compat.v1.get_variable('v', [], initializer=tf.compat.v1.zeros_initializer())
-    flag = tf.compat.v1.placeholder(tf.bool, [])
-    tf.cond(flag, variable.read_value, lambda: tf.constant(0.0))
-    cond = next(op for op in graph.get_operations() if op.type in ('If', 'StatelessIf'))
-    assert list(cond.get_attr('_read_only_resource_inputs')) == [
-        i for i, t in enumerate(cond.inputs) if t.dtype == tf.resource]
-
-
 def test_a_graph_seed_gives_initial_values_and_random_ops_tf1s_values():
   # Initializers run eagerly, as variables are made: graph_capture seeds them
   # with the graph's seed and op count (eager context internals), as TF1's
   # graph did. Eager random kernels are cached by their seeds and move on: a
   # second graph of the same seed in the process computes them in a function.
-  from tfmon.compiled import graph_capture  # pylint: disable=g-import-not-at-top
-  assert graph_capture._CAN_SEED  # pylint: disable=protected-access
-
   def build():
     tf.compat.v1.set_random_seed(20261126)
     x = tf.compat.v1.placeholder(tf.float32, [2, 4])

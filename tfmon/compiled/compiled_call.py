@@ -32,18 +32,12 @@ one-iteration `tf.while_loop` costs a small model ~50 µs a call, and a `tf.cond
 import collections
 import difflib
 import functools
-import itertools
 
 from tfmon import tf_logging as logging
 import numpy as np
 import tensorflow as tf
-# Internals for calling a traced function without TF's per-call Python (flat_caller).
-from tensorflow.python.eager import cancellation
-from tensorflow.python.eager import context
-from tensorflow.python.eager import execute
-from tensorflow.python.eager import record
-from tensorflow.python.eager.polymorphic_function import atomic_function
 
+from tfmon import tf_internals
 from tfmon.compiled import alongside
 from tfmon.compiled import fetch_plan
 from tfmon.compiled.step_graph import FeedDtypes, StepGraph
@@ -77,62 +71,6 @@ def _constant_input(value, dtype=None):
   import, which would initialize TensorFlow before the caller could configure
   devices."""
   return tf.constant(value, dtype)
-
-
-def flat_caller(concrete):
-  """Returns `call(tensors)`: runs `concrete` on a flat list of input tensors and
-  returns its flat output tensors (no None among them).
-
-  `ConcreteFunction._call_flat` spends about half of a small step's call in
-  Python: gradient-tape checks, error-interpolation context managers and
-  rebuilding the output structure with tf.nest (a 64x64 matmul step: 122 µs a
-  call, against 65 µs executing the function as one op; BUILD_NOTES.md). When
-  no gradient tape could record and no cancellation scope is active, TensorFlow
-  itself runs the function's forward graph as one op; we do that directly,
-  interpolating a runtime error's node tracebacks as TensorFlow would, and leave
-  the output structure to CompiledCall. Otherwise, or on a TensorFlow version
-  without these internals, it goes through `_call_flat`.
-  """
-  captures = getattr(concrete, '_captured_inputs', None)
-  function = getattr(concrete, '_inference_function', None)
-  name = getattr(function, 'name', None)
-  if captures is None or name is None or not hasattr(record, 'could_possibly_record'):
-    return _structured_caller(concrete)
-  num_outputs = len(concrete.outputs)
-  op_name = name.decode() if isinstance(name, bytes) else name
-  # Captured inputs are variable handles and constants, fixed once traced; a
-  # capture made by reference (a callable) is read anew at every call.
-  fixed_captures = None if any(map(callable, captures)) else concrete.captured_inputs
-  ctx = context.context()
-  # The context's FunctionCallOptions (replaced when the config changes) and
-  # its attrs; holding the object itself, so a new one is never taken for it.
-  cached = [None, None]
-  fallback = _structured_caller(concrete)
-
-  def call(tensors):
-    if record.could_possibly_record() or cancellation.context() is not None:
-      return fallback(tensors)
-    options = ctx.function_call_options
-    if cached[0] is not options:
-      cached[:] = options, tuple(itertools.chain(*options.as_attrs().items()))
-    attrs = cached[1]
-    inputs = tensors + (fixed_captures if fixed_captures is not None
-                        else concrete.captured_inputs)
-    try:
-      return execute.quick_execute(op_name, num_outputs, inputs, attrs, ctx)
-    except tf.errors.OpError:
-      # Adds where in the user's step the failing op was defined, as TF does.
-      with atomic_function.InterpolateRuntimeError(function):
-        raise
-
-  return call
-
-
-def _structured_caller(concrete):
-  def call(tensors):
-    outputs = concrete._call_flat(tensors, concrete.captured_inputs)  # pylint: disable=protected-access
-    return [t for t in tf.nest.flatten(outputs) if t is not None]
-  return call
 
 
 class _Compiled:
@@ -447,7 +385,7 @@ class CompiledCall:
           autograph=False)  # tfmon's own code: nothing to convert
       concrete = function.get_concrete_function(*specs)
       global_step_index = slots.pop('global_step_after', None)
-      compiled = _Compiled(flat_caller(concrete), slots, increment, global_step_index,
+      compiled = _Compiled(tf_internals.flat_caller(concrete), slots, increment, global_step_index,
                            traces[0].graph if traces else concrete.graph,
                            named_variables)
     self.functions_built += 1
@@ -481,7 +419,7 @@ class CompiledCall:
                                                 list(range(trace.result_count)))
     for name in functions.names:
       slots[fetch_plan.NAME, name] = _output_entry(*trace.name_outputs(name))
-    call = flat_caller(trace.concrete)
+    call = tf_internals.flat_caller(trace.concrete)
     if self._writer is not None:
       # The step takes `record` and its stamp offset first; the call gives its
       # feeds first (the step takes every one of them, in order).

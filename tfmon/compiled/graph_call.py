@@ -45,7 +45,8 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfmon import checkpointing
+from tfmon import checkpoint_files
+from tfmon import tf_internals
 from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
@@ -342,7 +343,7 @@ class GraphCall:
       if not rest:  # see _with_an_output
         pruned = _with_an_output(pruned, sources)
         self._keep.append(pruned)
-      return _Function(compiled_call.flat_caller(pruned), rest, operations)
+      return _Function(tf_internals.flat_caller(pruned), rest, operations)
     always = _needed_ops(rest + operations, stops)
     # Variable reads stay ungated: a summary of a weight reads it with the step.
     gated = {i: op for i, op in _needed_ops(summaries, stops).items()
@@ -370,7 +371,7 @@ class GraphCall:
 
     concrete = _calling(step, [tf.TensorSpec([], tf.bool)] + _specs(sources))
     self._keep += [main, gate, concrete]
-    return _Function(compiled_call.flat_caller(concrete), rest + summaries, operations)
+    return _Function(tf_internals.flat_caller(concrete), rest + summaries, operations)
 
   def _make_iterators(self):
     """Each iterator's resource, made once (see the module doc).
@@ -549,7 +550,7 @@ def _refuse_a_tf2_checkpoint_to_a_tf1_saver(feeds, error):
       continue
     path = value.numpy().decode(errors='replace')
     try:
-      object_based = not checkpointing.is_tf1_checkpoint(path)
+      object_based = not checkpoint_files.is_tf1_checkpoint(path)
     except (tf.errors.OpError, ValueError):
       continue
     if object_based:

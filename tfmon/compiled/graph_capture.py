@@ -24,7 +24,6 @@ import importlib
 import importlib.util
 import itertools
 import os
-import sys
 import types
 import threading
 import warnings
@@ -32,30 +31,15 @@ import warnings
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import variable_pb2
-# Graph mode's private TensorFlow internals, used only in this module and each
-# checked by tests/compiled/test_graph_capture.py: the graph capture that
-# `tf.compat.v1.wrap_function` is built on (its variable holder and `prune`),
-# TF1's session base class, and graph/eager mode switches.
-from tensorflow.python.client import session as tf_session
-from tensorflow.python.eager import context
-from tensorflow.python.eager import wrap_function
-from tensorflow.python.framework import func_graph
-from tensorflow.python.framework import random_seed
-from tensorflow.python.training import moving_averages
 
-# (and `moving_averages.ops`: see _average_tensors_as_tf1_did; the eager
-# context's seed and `random_seed`'s per-graph counts: see _initial_value_as_tf1;
-# a variable's `_save_slice_info`: see slice_of_whole.)
+from tfmon import tf_internals
 
-# TF1's Saver.save and restore accept only instances of this base class; a
-# tfmon session derives from it, so TF1 code can save through it.
-SessionInterface = tf_session.SessionInterface
 
 
 _graph_numbers = itertools.count()
 
 
-class Graph(func_graph.FuncGraph):
+class Graph(tf_internals.FuncGraph):
   """A drop-in for `tf.Graph` whose TF1 code a tfmon session runs eagerly.
 
   Use it as TF1 used its graph: `with tfmon.Graph().as_default():` around the
@@ -65,7 +49,7 @@ class Graph(func_graph.FuncGraph):
   def __init__(self, name='tfmon_graph'):
     require_eager_runtime()
     super().__init__(name, collections={})
-    self._variable_holder = wrap_function.VariableHolder(share_variables=False)
+    self._variable_holder = tf_internals.VariableHolder(share_variables=False)
     self._wrapped = None
     self._entered = 0
     # Unique in the process, unlike id(): a shared resource of a graph gone
@@ -94,7 +78,7 @@ class Graph(func_graph.FuncGraph):
 
   def _create_op_internal(self, op_type, *args, **kwargs):  # pylint: disable=arguments-differ
     op = super()._create_op_internal(op_type, *args, **kwargs)
-    if op_type in _KERAS_UPDATES and _in_tf_keras_layer_call():
+    if op_type in _KERAS_UPDATES and tf_internals.in_tf_keras_layer_call():
       # TF2's Keras layers run their updates (batch norm's moving statistics)
       # where they make them, counting on a function's automatic control
       # dependencies; TF1 code runs them through UPDATE_OPS, as TF1's layers
@@ -139,7 +123,7 @@ class Graph(func_graph.FuncGraph):
     mode is switched on: 1.4 µs where `as_default()` takes 12 (TF1 hooks'
     per-run callbacks run in it)."""
     if tf.compat.v1.get_default_graph() is self:
-      return context.graph_mode()
+      return tf_internals.graph_mode()
     return self.as_default()
 
   def _create_variable(self, next_creator, **kwargs):
@@ -179,7 +163,7 @@ class Graph(func_graph.FuncGraph):
     initial_value = kwargs.get('initial_value')
     if isinstance(initial_value, tf.Tensor) and getattr(initial_value, 'graph', None) is self:
       kwargs['initial_value'] = self._evaluate(initial_value, kwargs['name'])
-    elif callable(initial_value) and self.seed is not None and _CAN_SEED:
+    elif callable(initial_value) and self.seed is not None and tf_internals.CAN_SEED:
       kwargs['initial_value'] = functools.partial(_initial_value_as_tf1, self, initial_value)
     variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
@@ -201,7 +185,7 @@ class Graph(func_graph.FuncGraph):
     variables in its while loop)."""
     graph = tf.compat.v1.get_default_graph()
     while graph is not self:
-      if isinstance(graph, Graph) or not isinstance(graph, func_graph.FuncGraph):
+      if isinstance(graph, Graph) or not isinstance(graph, tf_internals.FuncGraph):
         return False
       graph = graph.outer_graph
     return True
@@ -240,7 +224,7 @@ class Graph(func_graph.FuncGraph):
       except ValueError:
         continue
       if not shared:
-        op._set_attr('shared_name', attr_value_pb2.AttrValue(  # pylint: disable=protected-access
+        tf_internals.set_attr(op, 'shared_name', attr_value_pb2.AttrValue(
             s=f'tfmon_graph{self._number}_{op.name}'.encode()))
     with self.as_default():
       _order_reads_before_writes(self.get_operations())
@@ -255,8 +239,7 @@ class Graph(func_graph.FuncGraph):
     graph's variables from a checkpoint: TF1's `global_variables_initializer()`
     ran them; an eager variable is initialized when made, so a session runs
     them when it starts from no checkpoint of its own."""
-    return [op for op in (getattr(v, '_initializer_op', None)  # set by TF's code
-                          for v in self.global_variables())
+    return [op for op in map(tf_internals.initializer_op, self.global_variables())
             if isinstance(op, tf.Operation) and op.graph is self]
 
   def captured_placeholder_ids(self):
@@ -267,7 +250,7 @@ class Graph(func_graph.FuncGraph):
     """The whole graph as a WrappedFunction, to prune (made once, when finalized)."""
     if self._wrapped is None or not self.finalized:
       with tf.init_scope():
-        self._wrapped = wrap_function.WrappedFunction(self, self._variable_holder)
+        self._wrapped = tf_internals.WrappedFunction(self, self._variable_holder)
     return self._wrapped
 
 
@@ -285,10 +268,10 @@ def _initial_value_as_tf1(graph, initial_value):
   start afresh (a few ms a variable). The eager seed is the process's: another
   thread's eager random ops, while a variable is made, would be seeded so too.
   """
-  counts = random_seed._graph_to_seed_dict  # pylint: disable=protected-access
+  counts = tf_internals.graph_op_seed_counts()
   start = counts.get(graph, 0)
   op_seeds = _GraphOpSeeds(graph)
-  with _eager_seed(graph.seed, op_seeds):
+  with tf_internals.eager_seed(graph.seed, op_seeds):
     value = initial_value()
   if not op_seeds.repeated:
     return value
@@ -302,31 +285,6 @@ def _initial_value_as_tf1(graph, initial_value):
   return tf.function(in_a_function, autograph=False)()
 
 
-# The internals _initial_value_as_tf1 needs; without them (a later TF) initializers
-# are seeded by the eager context, unseeded unless `tf.random.set_seed` was
-# called (tested: tests/compiled/test_graph_capture.py).
-_CAN_SEED = (hasattr(context.context(), '_seed') and
-             hasattr(context.Context, '_internal_operation_seed') and
-             hasattr(random_seed, '_graph_to_seed_dict'))
-
-
-_eager_seed_lock = threading.RLock()  # graphs built in two threads at once
-
-
-@contextlib.contextmanager
-def _eager_seed(seed, op_seeds):
-  """The eager context's global seed and its generator of op seeds (`_rng`,
-  made by `tf.random.set_seed`) replaced for a while."""
-  ctx = context.context()
-  with _eager_seed_lock:
-    saved = ctx._seed, getattr(ctx, '_rng', None)  # pylint: disable=protected-access
-    ctx._seed, ctx._rng = seed, op_seeds  # pylint: disable=protected-access
-    try:
-      yield
-    finally:
-      ctx._seed, ctx._rng = saved  # pylint: disable=protected-access
-
-
 class _GraphOpSeeds:
   """Stands for the eager context's generator of op seeds (its `randint`):
   counts in the graph's count, as `random_seed.get_seed` does in graph mode,
@@ -337,7 +295,7 @@ class _GraphOpSeeds:
     self.repeated = False
 
   def randint(self, unused_low, unused_high):
-    counts = random_seed._graph_to_seed_dict  # pylint: disable=protected-access
+    counts = tf_internals.graph_op_seed_counts()
     count = counts.setdefault(self._graph, 0)
     counts[self._graph] = count + 1
     seeds = (self._graph.seed, count)
@@ -356,7 +314,7 @@ def _tf1_tensor_equality():
   TF2 makes a tensor of a function graph unhashable, and TF1 code keys dicts by
   tensors: `feed_dict={x: batch}`, `SessionRunArgs(feed_dict={...})`.
   """
-  was_on = getattr(tf.Tensor, '_USE_EQUALITY', True)
+  was_on = tf_internals.tensor_equality_on()
   if was_on:  # TF logs each call: not per hook call of a run
     tf.compat.v1.disable_tensor_equality()
   try:
@@ -372,7 +330,7 @@ def slice_of_whole(variable):
 
   From the part's save slice info, a private attribute TF1's Saver reads too.
   """
-  info = getattr(variable, '_save_slice_info', None)
+  info = tf_internals.save_slice_info(variable)
   if info is None:
     return None
   return info.full_name, tuple(slice(offset, offset + size)
@@ -439,7 +397,7 @@ def _order_reads_before_writes(operations):
       if _waits_for_nothing(read):
         before = read if read.type in RESOURCE_READS else _outputs_done(read)
         for write in handle_writes:
-          write._add_control_input(before)  # pylint: disable=protected-access
+          tf_internals.add_control_input(write, before)
           added.append((write, before))
   return added
 
@@ -472,12 +430,6 @@ def _parents(op):
 
 _VARIABLE_UPDATES = ('AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp')
 _KERAS_UPDATES = _VARIABLE_UPDATES + ('If', 'Case')
-
-
-def _in_tf_keras_layer_call():
-  """Whether a tf_keras layer (the v1 layers' base) is inside its `call`."""
-  utils = sys.modules.get('tf_keras.src.engine.base_layer_utils')
-  return utils is not None and utils.call_context().in_call
 
 
 # Resource ops given no shared name: iterators, which GraphCall makes once and
@@ -579,7 +531,7 @@ def running(graph):
     return
   _running.graph = graph
   try:
-    with context.eager_mode():
+    with tf_internals.eager_mode():
       yield
   finally:
     _running.graph = previous
@@ -595,52 +547,29 @@ def _average_tensors_as_tf1_did():
   refuses whenever eager execution is on outside functions, as it is around a
   captured graph ("does not support non-Variable tensors when eager execution
   is enabled"); its code for tensors is TF1's and works here. So while `apply`
-  runs in a captured graph's code, the module's one check sees TF1's graph
-  mode. Without `moving_averages.ops` (a TF upgrade), TF's own error stands.
+  runs in a captured graph's code, it sees TF1's graph mode
+  (tf_internals.moving_averages_as_in_tf1_graph; without it, TF's own error
+  stands).
   """
-  if _averages_patched:
+  if _averages_patched or not tf_internals.CAN_AVERAGE_TENSORS:
     return
   _averages_patched.append(True)
   cls = tf.compat.v1.train.ExponentialMovingAverage
   original = cls.apply
-  tf_ops = getattr(moving_averages, 'ops', None)
-  if tf_ops is None or not hasattr(tf_ops, 'executing_eagerly_outside_functions'):
-    return
-
-  class _OpsInTf1Graph(types.ModuleType):
-    def __getattr__(self, name):
-      return getattr(tf_ops, name)
-
-    @staticmethod
-    def executing_eagerly_outside_functions():
-      return False
-
-  in_tf1_graph = _OpsInTf1Graph('ops')
 
   def apply(self, var_list=None):
     if not (isinstance(tf.compat.v1.get_default_graph(), Graph) and
             not tf.executing_eagerly() and
             any(isinstance(v, tf.Tensor) for v in var_list or ())):
       return original(self, var_list)
-    moving_averages.ops = in_tf1_graph
-    try:
+    with tf_internals.moving_averages_as_in_tf1_graph():
       return original(self, var_list)
-    finally:
-      moving_averages.ops = tf_ops
 
   apply.__doc__ = original.__doc__
   cls.apply = apply
 
 
 _layers_routed = []
-
-
-# TensorFlow's lazily loaded Keras modules that TF1 code uses, and tf_keras'
-# v1 module for each.
-_V1_KERAS_MODULES = {
-    'tf.compat.v1.layers': 'tf_keras.api._v1.keras.__internal__.legacy.layers',
-    'tf.compat.v1.nn.rnn_cell': 'tf_keras.api._v1.keras.__internal__.legacy.rnn_cell',
-}
 
 
 def _route_v1_layers_to_tf_keras():
@@ -659,23 +588,14 @@ def _route_v1_layers_to_tf_keras():
   if not _layers_routed[0]:
     return
   # Checked at every entry: importing tf_keras sets TensorFlow's loader again.
-  for name in _V1_KERAS_MODULES:
-    holders, attribute = _v1_module_holders(name)
-    if type(getattr(holders[0], attribute, None)).__name__ == 'KerasLazyLoader':
+  for name in tf_internals.V1_KERAS_MODULES:
+    holders, attribute = tf_internals.v1_keras_module_holders(name)
+    if tf_internals.is_lazy_keras_module(getattr(holders[0], attribute, None)):
       _set_v1_module(name, _V1LayersOnFirstUse(name))
 
 
-def _v1_module_holders(name):
-  """`([holders], attribute)` of `name` ('tf.compat.v1.layers'): the wrapper
-  `tf.compat.v1...` is and the API module inside it both hold the module."""
-  path, attribute = name.split('.', 1)[1].rsplit('.', 1)
-  wrapper = functools.reduce(getattr, path.split('.'), tf)
-  holders = [wrapper, sys.modules.get('tensorflow._api.v2.' + path)]
-  return [h for h in holders if h is not None], attribute
-
-
 def _set_v1_module(name, module):
-  holders, attribute = _v1_module_holders(name)
+  holders, attribute = tf_internals.v1_keras_module_holders(name)
   for holder in holders:
     setattr(holder, attribute, module)
 
@@ -693,6 +613,6 @@ class _V1LayersOnFirstUse(types.ModuleType):
           'v1 layers). Install it without replacing your TensorFlow: '
           '`pip install --no-deps tf_keras` (a plain `pip install tf_keras` pulls '
           'the full tensorflow wheel over tensorflow-cpu).')
-    module = importlib.import_module(_V1_KERAS_MODULES[self.__name__])
+    module = tf_internals.tf_keras_v1_module(self.__name__)
     _set_v1_module(self.__name__, module)
     return getattr(module, name)

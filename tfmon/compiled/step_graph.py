@@ -37,6 +37,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 from tfmon.compiled import step_increment
 from tfmon.compiled import v1_summaries
@@ -52,9 +53,7 @@ def _traceable(fn):
   unbound one.
   """
   if isinstance(fn, tf.types.experimental.PolymorphicFunction):
-    inner = getattr(fn, '_python_function', None) or getattr(fn, 'python_function', None)
-    if callable(inner):
-      return inner
+    return tf_internals.python_function(fn) or fn
   return fn
 
 
@@ -153,9 +152,8 @@ class _TrainableVariablesUsed(list):
 
   The variables used are FuncGraph's `_watched_variables`, which nested graphs
   (a cond branch, a while body) add to as well; the graph's collections hold
-  this list in place of the outer graph's (`_collections`). Both private: this
-  is the one place they are read; tests/compiled/test_step_graph.py fails if
-  they go.
+  this list in place of the outer graph's (`_collections`): both private, read
+  through tf_internals.
   """
 
   def __init__(self, graph, added):
@@ -164,7 +162,7 @@ class _TrainableVariablesUsed(list):
 
   def _used(self):
     graph = self._graph()
-    watched = getattr(graph, '_watched_variables', ())
+    watched = tf_internals.watched_variables(graph)
     used = sorted((v for v in watched if getattr(v, 'trainable', False)),
                   key=lambda v: v.name)  # a set: sorted, so the order is stable
     return unique_variables(list(super().__iter__()) + used)
@@ -179,8 +177,8 @@ class _TrainableVariablesUsed(list):
 @contextlib.contextmanager
 def _trainable_variables_used(graph):
   """Makes `graph`'s TRAINABLE_VARIABLES collection a _TrainableVariablesUsed."""
-  collections = getattr(graph, '_collections', None)
-  if not isinstance(collections, dict) or not hasattr(graph, '_watched_variables'):
+  collections = tf_internals.collections_of(graph)
+  if collections is None:
     yield  # another TensorFlow: minimize() needs var_list, as it says
     return
   key = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES

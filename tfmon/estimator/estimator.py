@@ -27,6 +27,7 @@ import tensorflow as tf
 from tfmon import checkpointing
 from tfmon import paths
 from tfmon import summaries
+from tfmon import tf_internals
 from tfmon import train as tfmon_train
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
@@ -468,7 +469,7 @@ def _scaffold(scaffold):
                    'are always ready.')
     # TF's keeps init_fn(scaffold, session) as _init_fn(session); tfmon's
     # Scaffold calls init_fn(scaffold, session).
-    tf_init_fn = getattr(scaffold, '_init_fn', None)
+    tf_init_fn = tf_internals.tf_state(scaffold, '_init_fn')
     return tfmon_train.Scaffold(
         init_fn=tf_init_fn and (lambda _, session: tf_init_fn(session)),
         saver=scaffold.saver)

@@ -30,12 +30,9 @@ from absl import logging as absl_logging
 from google.protobuf import text_format
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
-# The resource tracker that tf.Module and Keras use to find the lookup tables a
-# block of code makes: the serving graph's tables are saved through it. Used
-# only here.
-from tensorflow.python.trackable import resource as tf_resource
 
 from tfmon import paths
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
 from tfmon.estimator import warm_start
@@ -478,7 +475,7 @@ def _export(estimator, export_dir_base, serving_input_receiver_fn, assets_extra,
   graph, signatures, tables = _build_serving_graph(estimator, serving_input_receiver_fn)
   global_variables, local_variables = _graph_variables(graph)
   _restore_by_name(global_variables, checkpoint)  # local ones keep their initial values
-  root = tf.__internal__.tracking.AutoTrackable()
+  root = tf_internals.AutoTrackable()
   # `.variables`, as TF2 gives a TF1 SavedModel it loads.
   root.variables = global_variables + local_variables
   root.tables = tables
@@ -514,9 +511,9 @@ def _build_serving_graph(estimator, serving_input_receiver_fn):
   """`(graph, {signature name: _Signature}, lookup tables)`: the PREDICT graph
   built on the receiver's features, and the signatures TF1 would export."""
   graph = graph_capture.Graph()
-  tracker = tf_resource.ResourceTracker()
+  tracker = tf_internals.ResourceTracker()
   # pylint: disable=protected-access  (the Estimator's own steps, as predict builds)
-  with graph.as_default(), tf_resource.resource_tracker_scope(tracker):
+  with graph.as_default(), tf_internals.resource_tracker_scope(tracker):
     estimator._seed()
     tf.compat.v1.train.get_or_create_global_step()
     receiver = serving_input_receiver_fn()

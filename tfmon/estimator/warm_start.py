@@ -23,11 +23,8 @@ import os
 
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
-# A private TensorFlow internal, used only here: the initializer TF's own
-# warm_start uses to reorder an embedding's rows for a new vocabulary (it runs
-# eagerly). tests/estimator/test_warm_start.py fails if TF drops it.
-from tensorflow.python.training import checkpoint_ops
 
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 
 VocabInfo = tf.compat.v1.train.VocabInfo
@@ -266,7 +263,7 @@ def _remapped(variable, path, key, vocab_info):
         new_row_vocab_size=rows, new_col_vocab_size=vocab_info.new_vocab_size,
         old_col_vocab_file=vocab_info.old_vocab, new_col_vocab_file=vocab_info.new_vocab,
         num_col_oov_buckets=vocab_info.num_oov_buckets)
-  initializer = checkpoint_ops._load_and_remap_matrix_initializer(  # pylint: disable=protected-access
+  initializer = tf_internals.load_and_remap_matrix_initializer(
       ckpt_path=path, old_tensor_name=key,
       initializer=vocab_info.backup_initializer, **vocabulary)
   return lambda: initializer(shape=[rows, columns], partition_info=None)

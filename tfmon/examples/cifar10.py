@@ -154,10 +154,9 @@ if __name__ == '__main__':
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import keras
 import tensorflow as tf
-# For the workers' barrier at exit (`leave_cluster`): tf.distribute has no public one.
-from tensorflow.python.eager import context as tf_context
 
 import tfmon
+from tfmon import tf_internals  # the workers' barrier at exit
 from tfmon import workers as tfmon_workers
 from tfmon.examples import cifar10_input
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -411,7 +410,7 @@ def leave_cluster(strategy, code):
     code: The exit code, or a message to print and exit with 1.
   """
   try:
-    tf_context.context().wait_at_barrier('tfmon.examples.cifar10 exit', _EXIT_BARRIER_MS)
+    tf_internals.wait_at_barrier('tfmon.examples.cifar10 exit', _EXIT_BARRIER_MS)
   except tf.errors.OpError as e:  # the launcher handles a failed worker
     logging.warning('Not every worker finished (%s); exiting anyway.',
                     ' '.join(str(e).split()))

@@ -24,9 +24,9 @@ module is the one place that reads them, one function per hook.
 import os
 
 import tensorflow as tf
-from tensorflow.python.training import basic_session_run_hooks as tf_hooks
 
 from tfmon import summaries
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 from tfmon import training_util
 from tfmon.hook_api import SessionRunArgs
@@ -41,18 +41,12 @@ from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
 from tfmon.hooks.tensor_logging import LoggingTensorHook
 
 _V1 = tf.compat.v1.train
+_state = tf_internals.tf_state  # TF's own hooks' constructor arguments
 
 
 class _Refused(TypeError):
   """What tfmon cannot take from a TF hook (a TF1 graph's object); the caller
   adds which hook it is."""
-
-
-def _timer_arguments(timer):
-  """`(every_secs, every_steps)` of a TF hook's timer; both None if it never triggers."""
-  if isinstance(timer, tf_hooks.NeverTriggerTimer):
-    return None, None
-  return timer._every_secs, timer._every_steps  # pylint: disable=protected-access
 
 
 def _refuse_graph_tensors(fetches, what):
@@ -80,7 +74,7 @@ def _scaffold(scaffold, piece, what):
   its default meant: the session's own summaries, or all variables)."""
   if not isinstance(scaffold, _V1.Scaffold):
     return scaffold  # None, or tfmon's (not a subclass of TF's)
-  if getattr(scaffold, '_' + piece, None) is None:
+  if _state(scaffold, '_' + piece) is None:
     return None
   raise _Refused(
       f"{what} has a tf.compat.v1.train.Scaffold with a TF1 {piece}, which "
@@ -89,52 +83,52 @@ def _scaffold(scaffold, piece, what):
 
 
 def _stop_at_step(hook):
-  last_step = hook._last_step  # pylint: disable=protected-access
+  last_step = _state(hook, '_last_step')
   if last_step is not None:  # given, or set by a session the hook already ran in
     return StopAtStepHook(last_step=last_step)
-  return StopAtStepHook(num_steps=hook._num_steps)  # pylint: disable=protected-access
+  return StopAtStepHook(num_steps=_state(hook, '_num_steps'))
 
 
 def _logging_tensor(hook):
-  tensors = hook._tensors  # pylint: disable=protected-access
-  tag_order = hook._tag_order  # pylint: disable=protected-access
+  tensors = _state(hook, '_tensors')
+  tag_order = _state(hook, '_tag_order')
   _refuse_graph_tensors(list(tensors) + list(tensors.values()), 'its tensors')
   # Given a list, TF stored {item: item} and the list as the tag order.
   if all(tag is item for tag, item in tensors.items()) and list(tag_order) == list(tensors):
     tensors = list(tag_order)
-  every_n_secs, every_n_iter = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  every_n_secs, every_n_iter = tf_internals.timer_arguments(_state(hook, '_timer'))
   return LoggingTensorHook(tensors, every_n_iter=every_n_iter, every_n_secs=every_n_secs,
-                           at_end=hook._log_at_end, formatter=hook._formatter)  # pylint: disable=protected-access
+                           at_end=_state(hook, '_log_at_end'), formatter=_state(hook, '_formatter'))
 
 
 def _step_counter(hook):
-  every_n_secs, every_n_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  every_n_secs, every_n_steps = tf_internals.timer_arguments(_state(hook, '_timer'))
   return StepCounterHook(
       every_n_steps=every_n_steps, every_n_secs=every_n_secs,
-      output_dir=hook._output_dir,  # pylint: disable=protected-access
-      summary_writer=_summary_writer(hook._summary_writer, 'it has'))  # pylint: disable=protected-access
+      output_dir=_state(hook, '_output_dir'),
+      summary_writer=_summary_writer(_state(hook, '_summary_writer'), 'it has'))
 
 
 def _checkpoint_saver(hook):
-  saver = hook._saver  # pylint: disable=protected-access
+  saver = _state(hook, '_saver')
   if isinstance(saver, _V1.Saver):
     raise _Refused(
         f'its saver is a TF1 Saver ({saver!r}), which saves a graph\'s variables '
         "by name. Pass what to save as tfmon does: checkpoint={'model': model, "
         "'optimizer': optimizer} on the session, or saver= that dict (or a "
         'tf.train.Checkpoint / CheckpointManager) on tfmon.train.CheckpointSaverHook.')
-  every_secs, every_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  every_secs, every_steps = tf_internals.timer_arguments(_state(hook, '_timer'))
   return CheckpointSaverHook(
-      hook._checkpoint_dir,  # pylint: disable=protected-access
+      _state(hook, '_checkpoint_dir'),
       save_secs=every_secs, save_steps=every_steps, saver=saver,
-      checkpoint_basename=os.path.basename(hook._save_path),  # pylint: disable=protected-access
-      scaffold=_scaffold(hook._scaffold, 'saver', 'it'),  # pylint: disable=protected-access
-      listeners=hook._listeners,  # pylint: disable=protected-access
-      save_graph_def=hook._save_graph_def)  # pylint: disable=protected-access
+      checkpoint_basename=os.path.basename(_state(hook, '_save_path')),
+      scaffold=_scaffold(_state(hook, '_scaffold'), 'saver', 'it'),
+      listeners=_state(hook, '_listeners'),
+      save_graph_def=_state(hook, '_save_graph_def'))
 
 
 def _summary_saver(hook):
-  summary_op = hook._summary_op  # pylint: disable=protected-access
+  summary_op = _state(hook, '_summary_op')
   if summary_op is not None:
     ops = summary_op if isinstance(summary_op, (list, tuple)) else [summary_op]
     if not all(callable(op) for op in ops):
@@ -143,18 +137,19 @@ def _summary_saver(hook):
           'cannot run. Summaries are the tf.summary (or tf.compat.v1.summary) '
           'calls inside your step function, recorded on the hook\'s schedule: '
           'leave summary_op out, or give a function making extra summaries.')
-  every_secs, every_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  every_secs, every_steps = tf_internals.timer_arguments(_state(hook, '_timer'))
   return SummarySaverHook(
       save_steps=every_steps, save_secs=every_secs,
-      output_dir=hook._output_dir,  # pylint: disable=protected-access
-      summary_writer=_summary_writer(hook._summary_writer, 'it has'),  # pylint: disable=protected-access
-      scaffold=_scaffold(hook._scaffold, 'summary_op', 'it'),  # pylint: disable=protected-access
+      output_dir=_state(hook, '_output_dir'),
+      summary_writer=_summary_writer(_state(hook, '_summary_writer'), 'it has'),
+      scaffold=_scaffold(_state(hook, '_scaffold'), 'summary_op', 'it'),
       summary_op=summary_op)
 
 
 def _nan_tensor(hook):
-  _refuse_graph_tensors(hook._loss_tensor, 'its loss_tensor')  # pylint: disable=protected-access
-  return NanTensorHook(hook._loss_tensor, fail_on_nan_loss=hook._fail_on_nan_loss)  # pylint: disable=protected-access
+  _refuse_graph_tensors(_state(hook, '_loss_tensor'), 'its loss_tensor')
+  return NanTensorHook(_state(hook, '_loss_tensor'),
+                       fail_on_nan_loss=_state(hook, '_fail_on_nan_loss'))
 
 
 def _feed_fn(hook):
@@ -171,24 +166,25 @@ class _FinalOpsReportingToTF(FinalOpsHook):
 
   def end(self, session):
     super().end(session)
-    self._tf_hook._final_ops_values = self.final_ops_values  # pylint: disable=protected-access
+    tf_internals.set_tf_state(self._tf_hook, '_final_ops_values', self.final_ops_values)
 
 
 def _final_ops(hook):
-  _refuse_graph_tensors(hook._final_ops, 'its final_ops')  # pylint: disable=protected-access
-  return _FinalOpsReportingToTF(hook, hook._final_ops, hook._final_ops_feed_dict)  # pylint: disable=protected-access
+  _refuse_graph_tensors(_state(hook, '_final_ops'), 'its final_ops')
+  return _FinalOpsReportingToTF(hook, _state(hook, '_final_ops'),
+                                _state(hook, '_final_ops_feed_dict'))
 
 
 def _global_step_waiter(hook):
-  return GlobalStepWaiterHook(hook._wait_until_step)  # pylint: disable=protected-access
+  return GlobalStepWaiterHook(_state(hook, '_wait_until_step'))
 
 
 def _profiler(hook):
-  every_secs, every_steps = _timer_arguments(hook._timer)  # pylint: disable=protected-access
+  every_secs, every_steps = tf_internals.timer_arguments(_state(hook, '_timer'))
   return ProfilerHook(
       save_steps=every_steps, save_secs=every_secs,
-      output_dir=os.path.dirname(hook._output_file),  # pylint: disable=protected-access
-      show_dataflow=hook._show_dataflow, show_memory=hook._show_memory)  # pylint: disable=protected-access
+      output_dir=os.path.dirname(_state(hook, '_output_file')),
+      show_dataflow=_state(hook, '_show_dataflow'), show_memory=_state(hook, '_show_memory'))
 
 
 # TF's class -> the function building tfmon's hook from an instance of it.
@@ -334,10 +330,10 @@ def _run_subclass(hook, tf_class):
   if isinstance(hook, eager_base):
     return hook  # made eager by an earlier session
   if tf_class is _V1.LoggingTensorHook:
-    tensors = hook._tensors  # pylint: disable=protected-access
+    tensors = _state(hook, '_tensors')
     _refuse_graph_tensors(list(tensors) + list(tensors.values()), 'its tensors')
   if tf_class is _V1.StepCounterHook:
-    _summary_writer(hook._summary_writer, 'it has')  # pylint: disable=protected-access
+    _summary_writer(_state(hook, '_summary_writer'), 'it has')
   cls = type(hook)
   try:
     eager_class = _eager_classes.get(cls)

@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from tfmon import tf_internals
 from tfmon import workers
 from tfmon.compiled import CallCompiler
 from tfmon.compiled import fetch_plan
@@ -19,7 +20,7 @@ def require_eager():
         'tf.function or a tf.compat.v1 graph. The session compiles the step for you.')
 
 
-class RawSession(graph_capture.SessionInterface):
+class RawSession(tf_internals.SessionInterface):
   """Runs fetches (section 2 of SPEC.md) as one compiled call, without hooks.
 
   This is what hooks receive as `session` in `after_create_session`,

@@ -1,0 +1,383 @@
+"""Every private TensorFlow internal tfmon uses, and nothing else.
+
+The rest of the package touches no `tensorflow.python` module, no
+`tf.__internal__` name and no private attribute of a TensorFlow object: it asks
+here. Each entry says why the public API does not do (a measured gain, or a
+TF1 behaviour nothing public gives), and what happens without it: its public
+fallback, or TensorFlow's own error. `tests/test_tf_internals.py` holds a canary
+for each, which fails loudly when a TensorFlow upgrade removes or renames it.
+
+Groups, by who asks:
+  - compiled calls (compiled/): running a traced function as one op;
+  - step functions (compiled/step_graph): a tf.function's bound Python
+    function; a function graph's watched variables and collections;
+  - graph capture (compiled/graph_capture): `FuncGraph`, wrap_function's
+    variable holder and `prune`, graph/eager mode switches, op attributes and
+    control inputs, the eager context's seeds, tensor equality, moving
+    averages' eager check, tf_keras' v1 modules;
+  - TF's own objects read as TF1 code made them (hooks/tf_builtins,
+    checkpointing, estimator/): their private state;
+  - summaries, export, warm start and the workers' barrier at exit.
+"""
+
+import contextlib
+import importlib
+import itertools
+import sys
+import threading
+import types
+
+import tensorflow as tf
+from tensorflow.python.client import session as _tf_session
+from tensorflow.python.eager import cancellation as _cancellation
+from tensorflow.python.eager import context as _context
+from tensorflow.python.eager import execute as _execute
+from tensorflow.python.eager import record as _record
+from tensorflow.python.eager import wrap_function as _wrap_function
+from tensorflow.python.eager.polymorphic_function import atomic_function as _atomic_function
+from tensorflow.python.framework import func_graph as _func_graph
+from tensorflow.python.framework import random_seed as _random_seed
+from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
+from tensorflow.python.trackable import resource as _resource
+from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
+from tensorflow.python.training import checkpoint_ops as _checkpoint_ops
+from tensorflow.python.training import moving_averages as _moving_averages
+
+
+# ---------------------------------------------------------------- compiled calls
+
+def flat_caller(concrete):
+  """Returns `call(tensors)`: runs `concrete` on a flat list of input tensors and
+  returns its flat output tensors (no None among them).
+
+  `ConcreteFunction._call_flat` spends about half of a small step's call in
+  Python: gradient-tape checks, error-interpolation context managers and
+  rebuilding the output structure with tf.nest (a 64x64 matmul step: 122 µs a
+  call, against 65 µs executing the function as one op; BUILD_NOTES.md). When
+  no gradient tape could record and no cancellation scope is active, TensorFlow
+  itself runs the function's forward graph as one op; we do that directly,
+  interpolating a runtime error's node tracebacks as TensorFlow would, and leave
+  the output structure to the caller. Otherwise, or on a TensorFlow version
+  without these internals, it goes through `_call_flat`.
+  """
+  captures = getattr(concrete, '_captured_inputs', None)
+  function = getattr(concrete, '_inference_function', None)
+  name = getattr(function, 'name', None)
+  if captures is None or name is None or not hasattr(_record, 'could_possibly_record'):
+    return _structured_caller(concrete)
+  num_outputs = len(concrete.outputs)
+  op_name = name.decode() if isinstance(name, bytes) else name
+  # Captured inputs are variable handles and constants, fixed once traced; a
+  # capture made by reference (a callable) is read anew at every call.
+  fixed_captures = None if any(map(callable, captures)) else concrete.captured_inputs
+  ctx = _context.context()
+  # The context's FunctionCallOptions (replaced when the config changes) and
+  # its attrs; holding the object itself, so a new one is never taken for it.
+  cached = [None, None]
+  fallback = _structured_caller(concrete)
+
+  def call(tensors):
+    if _record.could_possibly_record() or _cancellation.context() is not None:
+      return fallback(tensors)
+    options = ctx.function_call_options
+    if cached[0] is not options:
+      cached[:] = options, tuple(itertools.chain(*options.as_attrs().items()))
+    attrs = cached[1]
+    inputs = tensors + (fixed_captures if fixed_captures is not None
+                        else concrete.captured_inputs)
+    try:
+      return _execute.quick_execute(op_name, num_outputs, inputs, attrs, ctx)
+    except tf.errors.OpError:
+      # Adds where in the user's step the failing op was defined, as TF does.
+      with _atomic_function.InterpolateRuntimeError(function):
+        raise
+
+  return call
+
+
+def _structured_caller(concrete):
+  """`call(tensors)` through `_call_flat` (flat inputs, captures apart); without
+  it, the public call on the same inputs."""
+  call_flat = getattr(concrete, '_call_flat', None)
+
+  def call(tensors):
+    if call_flat is not None:
+      outputs = call_flat(tensors, concrete.captured_inputs)
+    else:
+      outputs = concrete(*tensors)
+    return [t for t in tf.nest.flatten(outputs) if t is not None]
+  return call
+
+
+# ---------------------------------------------------------------- step functions
+
+def python_function(fn):
+  """The Python function behind a `tf.function`: `_python_function`, the bound
+  wrapper of a tf.function method, where the public `python_function` is the
+  unbound one (the fallback)."""
+  inner = getattr(fn, '_python_function', None) or getattr(fn, 'python_function', None)
+  return inner if callable(inner) else None
+
+
+def watched_variables(graph):
+  """The variables a function graph has read so far (`_watched_variables`);
+  without it, none."""
+  return getattr(graph, '_watched_variables', ())
+
+
+def collections_of(graph):
+  """A function graph's own dict of collections (`_collections`), to stand a
+  collection in for the outer graph's; None where it or the watched variables
+  are missing (then v1 `minimize()` needs `var_list`, as it says)."""
+  collections = getattr(graph, '_collections', None)
+  if not isinstance(collections, dict) or not hasattr(graph, '_watched_variables'):
+    return None
+  return collections
+
+
+# ---------------------------------------------------------------- graph capture
+
+# The graph capture `tf.compat.v1.wrap_function` is built on: `tfmon.Graph` is a
+# FuncGraph (an op that uses an eager tensor captures it) that overrides
+# `_create_op_internal` to collect Keras layers' updates; its variables go
+# through wrap_function's variable holder, and runs are pruned functions.
+FuncGraph = _func_graph.FuncGraph
+VariableHolder = _wrap_function.VariableHolder
+WrappedFunction = _wrap_function.WrappedFunction
+
+# TF1's Saver.save and restore accept only instances of this base class; a
+# tfmon session derives from it, so TF1 code can save through it.
+SessionInterface = _tf_session.SessionInterface
+
+
+def graph_mode():
+  """Graph mode, without entering a graph: 1.4 µs where `as_default()` takes 12."""
+  return _context.graph_mode()
+
+
+def eager_mode():
+  """Eager mode, keeping the default graph: 1.4 µs where `init_scope` takes ~15."""
+  return _context.eager_mode()
+
+
+def set_attr(op, name, attr_value):
+  """Sets attribute `name` of a built op (`attr_value` an AttrValue proto)."""
+  op._set_attr(name, attr_value)  # pylint: disable=protected-access
+
+
+def add_control_input(op, before):
+  """Makes a built op `op` run after `before`."""
+  op._add_control_input(before)  # pylint: disable=protected-access
+
+
+def initializer_op(variable):
+  """What `tf.compat.v1.train.init_from_checkpoint` left as a variable's
+  initializer (`_initializer_op`), or None."""
+  return getattr(variable, '_initializer_op', None)
+
+
+def save_slice_info(variable):
+  """A part of a partitioned variable's `_save_slice_info` (`full_name`,
+  `var_offset`, `var_shape`), which TF1's Saver reads too; None for a whole one."""
+  return getattr(variable, '_save_slice_info', None)
+
+
+def tensor_equality_on():
+  """Whether TF2's tensor equality (tensors unhashable) is on."""
+  return getattr(tf.Tensor, '_USE_EQUALITY', True)
+
+
+# The eager context's seed and op-seed generator and `random_seed`'s per-graph
+# op counts: initializers run eagerly as graph code makes variables, and with
+# these they draw TF1's values under `tf.compat.v1.set_random_seed`. Without
+# them (a later TF) initializers are seeded by the eager context, unseeded
+# unless `tf.random.set_seed` was called.
+CAN_SEED = (hasattr(_context.context(), '_seed') and
+            hasattr(_context.Context, '_internal_operation_seed') and
+            hasattr(_random_seed, '_graph_to_seed_dict'))
+
+
+def graph_op_seed_counts():
+  """`{graph: random ops seeded so far}`, what `random_seed.get_seed` counts."""
+  return _random_seed._graph_to_seed_dict  # pylint: disable=protected-access
+
+
+_eager_seed_lock = threading.RLock()  # graphs built in two threads at once
+
+
+@contextlib.contextmanager
+def eager_seed(seed, op_seeds):
+  """The eager context's global seed and its generator of op seeds (`_rng`,
+  made by `tf.random.set_seed`; anything with `randint(low, high)`) replaced for
+  a while. The eager seed is the process's, so it is swapped under a lock."""
+  ctx = _context.context()
+  with _eager_seed_lock:
+    saved = ctx._seed, getattr(ctx, '_rng', None)  # pylint: disable=protected-access
+    ctx._seed, ctx._rng = seed, op_seeds  # pylint: disable=protected-access
+    try:
+      yield
+    finally:
+      ctx._seed, ctx._rng = saved  # pylint: disable=protected-access
+
+
+# `ExponentialMovingAverage.apply` refuses tensors whenever eager execution is
+# on outside functions, through one check of its module's `ops`; its code for
+# tensors is TF1's and works in a captured graph.
+CAN_AVERAGE_TENSORS = hasattr(getattr(_moving_averages, 'ops', None),
+                              'executing_eagerly_outside_functions')
+
+
+class _OpsInTf1Graph(types.ModuleType):
+  """`moving_averages.ops`, but for its one check, answered as TF1 graph mode."""
+
+  def __getattr__(self, name):
+    return getattr(_moving_averages_ops, name)
+
+  @staticmethod
+  def executing_eagerly_outside_functions():
+    return False
+
+
+_moving_averages_ops = getattr(_moving_averages, 'ops', None)
+_ops_in_tf1_graph = _OpsInTf1Graph('ops')
+
+
+@contextlib.contextmanager
+def moving_averages_as_in_tf1_graph():
+  """`ExponentialMovingAverage` sees TF1's graph mode for a while (a no-op
+  without CAN_AVERAGE_TENSORS: TF's own error stands)."""
+  if not CAN_AVERAGE_TENSORS:
+    yield
+    return
+  _moving_averages.ops = _ops_in_tf1_graph
+  try:
+    yield
+  finally:
+    _moving_averages.ops = _moving_averages_ops
+
+
+# TensorFlow's lazily loaded Keras modules that TF1 code uses, and tf_keras'
+# v1 module for each (tf_keras keeps them under a private path).
+V1_KERAS_MODULES = {
+    'tf.compat.v1.layers': 'tf_keras.api._v1.keras.__internal__.legacy.layers',
+    'tf.compat.v1.nn.rnn_cell': 'tf_keras.api._v1.keras.__internal__.legacy.rnn_cell',
+}
+
+
+def v1_keras_module_holders(name):
+  """`([holders], attribute)` of `name` ('tf.compat.v1.layers'): the wrapper
+  `tf.compat.v1...` is and TF's API module inside it both hold the module."""
+  path, attribute = name.split('.', 1)[1].rsplit('.', 1)
+  wrapper = tf
+  for part in path.split('.'):
+    wrapper = getattr(wrapper, part)
+  holders = [wrapper, sys.modules.get('tensorflow._api.v2.' + path)]
+  return [h for h in holders if h is not None], attribute
+
+
+def is_lazy_keras_module(module):
+  """Whether `module` is TensorFlow's lazy loader of a Keras module, not loaded."""
+  return type(module).__name__ == 'KerasLazyLoader'
+
+
+def tf_keras_v1_module(name):
+  """tf_keras' v1 module for `name`, a key of V1_KERAS_MODULES."""
+  return importlib.import_module(V1_KERAS_MODULES[name])
+
+
+def in_tf_keras_layer_call():
+  """Whether a tf_keras layer (the v1 layers' base) is inside its `call`."""
+  utils = sys.modules.get('tf_keras.src.engine.base_layer_utils')
+  return utils is not None and utils.call_context().in_call
+
+
+# ---------------------------------------------------------------- TF's own objects
+
+# What tfmon reads of TF's own objects, made by TF1 code and handed to tfmon: a
+# TF hook's constructor arguments (TF keeps no public copy), a TF Scaffold's
+# pieces as given. tf_state() reads only names listed here; the canary builds
+# each class and checks every name.
+TF_STATE = {
+    _tf_hooks.StopAtStepHook: ('_num_steps', '_last_step'),
+    _tf_hooks.LoggingTensorHook: ('_tensors', '_tag_order', '_timer', '_log_at_end',
+                                  '_formatter'),
+    _tf_hooks.StepCounterHook: ('_timer', '_output_dir', '_summary_writer'),
+    _tf_hooks.CheckpointSaverHook: ('_saver', '_timer', '_checkpoint_dir', '_save_path',
+                                    '_scaffold', '_listeners', '_save_graph_def'),
+    _tf_hooks.SummarySaverHook: ('_summary_op', '_timer', '_output_dir',
+                                 '_summary_writer', '_scaffold'),
+    _tf_hooks.NanTensorHook: ('_loss_tensor', '_fail_on_nan_loss'),
+    _tf_hooks.FinalOpsHook: ('_final_ops', '_final_ops_feed_dict', '_final_ops_values'),
+    _tf_hooks.GlobalStepWaiterHook: ('_wait_until_step',),
+    _tf_hooks.ProfilerHook: ('_timer', '_output_file', '_show_dataflow', '_show_memory'),
+    tf.compat.v1.train.Scaffold: ('_init_fn', '_saver', '_summary_op'),
+    tf.compat.v1.train.Saver: ('_var_list',),
+    tf.train.CheckpointManager: ('_checkpoint_prefix',),
+    _tf_hooks.SecondOrStepTimer: ('_every_secs', '_every_steps'),
+}
+
+
+_TF_STATE_NAMES = frozenset(itertools.chain(*TF_STATE.values()))
+
+
+def tf_state(obj, name, default=None):
+  """Private attribute `name`, one listed in TF_STATE, of a TF object (default
+  if it has none: another object, or a TF that dropped it)."""
+  assert name in _TF_STATE_NAMES, f'{name} is not in tf_internals.TF_STATE'
+  return getattr(obj, name, default)
+
+
+def set_tf_state(obj, name, value):
+  """Sets private attribute `name`, one listed in TF_STATE, of a TF object."""
+  assert name in _TF_STATE_NAMES, f'{name} is not in tf_internals.TF_STATE'
+  setattr(obj, name, value)
+
+
+def timer_arguments(timer):
+  """`(every_secs, every_steps)` of a TF hook's timer; both None if it never triggers."""
+  if isinstance(timer, _tf_hooks.NeverTriggerTimer):
+    return None, None
+  return tf_state(timer, '_every_secs'), tf_state(timer, '_every_steps')
+
+
+# Checkpointing: every checkpointable object derives from Trackable.
+Trackable = tf.__internal__.tracking.Trackable
+AutoTrackable = tf.__internal__.tracking.AutoTrackable
+
+
+def saves_itself_as_read(trackable):
+  """Whether a trackable saves only its children (no tensors of its own, no
+  saveables, not an optimizer with slots): TF's base methods not overridden."""
+  base, cls = Trackable, type(trackable)
+  return (cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
+          cls._gather_saveables_for_checkpoint is base._gather_saveables_for_checkpoint and  # pylint: disable=protected-access
+          '_serialize_to_tensors' not in getattr(trackable, '__dict__', {}) and
+          not hasattr(cls, 'get_slot_names'))  # slot variables are not children
+
+
+# ---------------------------------------------------------------- the rest
+
+def import_event(serialized_event):
+  """Writes a serialized `Event` to the default summary writer: tf.summary has
+  no public call for session logs (a `SessionLog.START`). Without it, nothing is
+  written (TensorBoard then keeps what a resumed run superseded)."""
+  write = getattr(_summary_ops_v2, 'import_event', None)
+  if write is not None:
+    write(tf.constant(serialized_event))
+
+
+# Resources a graph's ops make (lookup tables), tracked for a SavedModel.
+ResourceTracker = _resource.ResourceTracker
+resource_tracker_scope = _resource.resource_tracker_scope
+
+
+def load_and_remap_matrix_initializer(**kwargs):
+  """TF's initializer warm-starting a matrix with a remapped vocabulary, the one
+  `tf.compat.v1.train.warm_start` uses."""
+  return _checkpoint_ops._load_and_remap_matrix_initializer(**kwargs)  # pylint: disable=protected-access
+
+
+def wait_at_barrier(name, timeout_ms):
+  """Waits until every worker of the cluster reaches barrier `name`:
+  tf.distribute has no public barrier."""
+  _context.context().wait_at_barrier(name, timeout_ms)
