@@ -11,7 +11,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 
 import tfmon
 from tfmon.hooks import early_stopping
-from tfmon.hooks.evaluation import EvaluationHook
+from tfmon.hooks.evaluation import EvaluationHook, read_eval_metrics
 
 # The evaluation at global step s reports LOSS[s] and ACCURACY[s]: a metric that
 # depends only on the global step, so where training stops is known in advance.
@@ -137,7 +137,7 @@ def test_stop_if_no_decrease_from_the_event_files_of_an_evaluation(tmp_path, cap
                                                  **_every_step())
   assert _train(global_step, [evaluation, stop]) == 8
   assert 'No decrease in metric "loss" for 4 steps' in caplog.text
-  assert early_stopping.read_eval_metrics(tmp_path / 'eval') == {
+  assert read_eval_metrics(tmp_path / 'eval') == {
       step: {'loss': LOSS[step], 'accuracy': ACCURACY[step]} for step in (2, 4, 6, 8)}
 
 
@@ -168,7 +168,7 @@ def test_reads_an_estimator_eval_dir(tmp_path, caplog, max_steps_without_decreas
   caplog.set_level(logging.INFO)
   eval_dir = str(tmp_path / 'eval')
   _write_estimator_eval_dir(eval_dir, _ESTIMATOR_LOSSES)
-  assert early_stopping.read_eval_metrics(eval_dir) == {
+  assert read_eval_metrics(eval_dir) == {
       step: {'loss': loss, 'accuracy': 0.5} for step, loss in _ESTIMATOR_LOSSES.items()}
   global_step = tfmon.train.get_or_create_global_step()
   # Estimator's call, with eval_dir instead of an estimator.
@@ -190,13 +190,13 @@ def test_reads_what_is_complete_of_a_file_being_written(tmp_path):
     data = f.read()
   with open(path, 'wb') as f:
     f.write(data[:-7])  # the last event is half written
-  assert early_stopping.read_eval_metrics(eval_dir) == {
+  assert read_eval_metrics(eval_dir) == {
       step: {'loss': loss, 'accuracy': 0.5}
       for step, loss in _ESTIMATOR_LOSSES.items() if step != 50}
 
 
 def test_a_missing_directory_has_no_results(tmp_path):
-  assert early_stopping.read_eval_metrics(tmp_path / 'not_yet') == {}
+  assert read_eval_metrics(tmp_path / 'not_yet') == {}
   global_step = tfmon.train.get_or_create_global_step()
   stop = early_stopping.stop_if_lower_hook(str(tmp_path / 'not_yet'), 'loss', 1.0,
                                            **_every_step())
@@ -257,7 +257,7 @@ def test_min_steps_skip_evaluations_without_the_metric(tmp_path):
   stop = early_stopping.stop_if_higher_hook(eval_dir, 'auc', 0.9, min_steps=60,
                                             **_every_step())
   assert _train(global_step, [stop]) == 1
-  assert early_stopping.read_eval_metrics(eval_dir)[60] == {'auc': pytest.approx(0.95)}
+  assert read_eval_metrics(eval_dir)[60] == {'auc': pytest.approx(0.95)}
 
 
 def test_argument_errors(tmp_path):

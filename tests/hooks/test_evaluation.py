@@ -12,8 +12,7 @@ import tfmon
 from tests import event_files
 from tests.event_files import events as _events, steps as _steps, values as _values
 from tests.training import Job, forget_global_step
-from tfmon.hooks import early_stopping
-from tfmon.hooks.evaluation import EvaluationHook
+from tfmon.hooks.evaluation import EvaluationHook, read_eval_metrics
 
 _NO_DEFAULT_HOOKS = dict(save_summaries_steps=None, log_step_count_steps=None)
 
@@ -159,7 +158,7 @@ def test_a_resumed_job_replaces_the_evaluations_made_after_its_checkpoint(tmp_pa
   assert values == [2.25, 5.25, 6.25]
   # Early stopping reading the directory sees the same evaluations.
   assert {step: metrics['loss'] for step, metrics in
-          early_stopping.read_eval_metrics(tmp_path / 'eval').items()} == {
+          read_eval_metrics(tmp_path / 'eval').items()} == {
               2: 2.25, 5: 5.25, 6: 6.25}
 
 

@@ -20,7 +20,7 @@ import os
 import tensorflow as tf
 
 from tfmon import tf_logging as logging
-from tfmon.hooks import early_stopping
+from tfmon.hooks import evaluation
 
 
 class Exporter(abc.ABC):
@@ -236,7 +236,7 @@ class BestExporter(_SavedModelExporter):
     best = None
     directories = sorted({os.path.dirname(f) for f in tf.io.gfile.glob(pattern)})
     for directory in directories:
-      for result in early_stopping.read_eval_metrics(directory).values():
+      for result in evaluation.read_eval_metrics(directory).values():
         if best is None or self._compare_fn(best_eval_result=best,
                                             current_eval_result=result):
           best = result

@@ -8,7 +8,6 @@ evaluator job writes to). The decision rules, defaults and log lines are
 Estimator's.
 """
 
-import collections
 import numbers
 import operator
 import os
@@ -19,66 +18,7 @@ import tensorflow as tf
 from tfmon.training_util import require_global_step
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
-from tfmon.hooks.evaluation import EvaluationHook
-
-_EVENT_FILE_GLOB_PATTERN = 'events.out.tfevents.*'
-
-
-def _scalar_value(value):
-  """The float in a Summary.Value: v1's simple_value or a TF2 scalar tensor, else None."""
-  if value.HasField('simple_value'):
-    return value.simple_value
-  if value.HasField('tensor') and value.metadata.plugin_data.plugin_name == 'scalars':
-    array = tf.make_ndarray(value.tensor)
-    if array.ndim == 0:
-      return float(array)
-  return None
-
-
-def read_eval_metrics(eval_dir):
-  """Reads the scalars of the event files in `eval_dir`, as Estimator's function.
-
-  Estimator read v1 `simple_value`s only; TF2's `tf.summary.scalar` writes
-  tensors, so scalar tensors of the `scalars` plugin are read too. Files are read
-  in name order (their names start with the creation time), so when two files
-  hold the same tag at the same step, the later one wins. They are read with
-  TensorBoard's own loader rather than Estimator's `summary_iterator`, which
-  raises DataLossError on the partial record at the end of a file that another
-  process (an evaluator job) is writing. As TensorBoard, a `SessionLog.START`
-  event (tfmon's EvaluationHook writes one when a session starts) drops the
-  results read so far at its step and after: evaluations of a run that a
-  resumed job superseded.
-
-  Args:
-    eval_dir: The directory of event files. A missing directory has no results.
-
-  Returns:
-    An `OrderedDict` from global step to a dict from tag to float, sorted by step.
-  """
-  # Imported here: TensorBoard's loader brings its TF stub (and boto3 where it is
-  # installed), ~90 ms that every `import tfmon` would pay at a job's start.
-  from tensorboard.backend.event_processing import event_file_loader  # pylint: disable=g-import-not-at-top
-  eval_metrics_dict = collections.defaultdict(dict)
-  eval_dir = os.fspath(eval_dir)
-  # tf.io.gfile, as Estimator's gfile.Glob: eval_dir may be on GCS or HDFS.
-  for event_file in sorted(tf.io.gfile.glob(os.path.join(eval_dir,
-                                                         _EVENT_FILE_GLOB_PATTERN))):
-    for event in event_file_loader.LegacyEventFileLoader(event_file).Load():
-      if (event.HasField('session_log') and
-          event.session_log.status == tf.compat.v1.SessionLog.START):
-        for step in [step for step in eval_metrics_dict if step >= event.step]:
-          del eval_metrics_dict[step]
-      if not event.HasField('summary'):
-        continue
-      metrics = {}
-      for value in event.summary.value:
-        scalar = _scalar_value(value)
-        if scalar is not None:
-          metrics[value.tag] = scalar
-      if metrics:
-        eval_metrics_dict[event.step].update(metrics)
-  return collections.OrderedDict(sorted(eval_metrics_dict.items(), key=lambda t: t[0]))
-
+from tfmon.hooks.evaluation import EvaluationHook, read_eval_metrics
 
 class _EvalResults:
   """Where a stopping rule reads evaluation results: an EvaluationHook or a directory."""

@@ -155,6 +155,65 @@ def _as_scalar(value, description):
   return tf.reshape(tf.cast(value, tf.float64), [])
 
 
+_EVENT_FILE_GLOB_PATTERN = 'events.out.tfevents.*'
+
+
+def _scalar_value(value):
+  """The float in a Summary.Value: v1's simple_value or a TF2 scalar tensor, else None."""
+  if value.HasField('simple_value'):
+    return value.simple_value
+  if value.HasField('tensor') and value.metadata.plugin_data.plugin_name == 'scalars':
+    array = tf.make_ndarray(value.tensor)
+    if array.ndim == 0:
+      return float(array)
+  return None
+
+
+def read_eval_metrics(eval_dir):
+  """Reads the scalars of the event files in `eval_dir`, as Estimator's function.
+
+  Estimator read v1 `simple_value`s only; TF2's `tf.summary.scalar` writes
+  tensors, so scalar tensors of the `scalars` plugin are read too. Files are read
+  in name order (their names start with the creation time), so when two files
+  hold the same tag at the same step, the later one wins. They are read with
+  TensorBoard's own loader rather than Estimator's `summary_iterator`, which
+  raises DataLossError on the partial record at the end of a file that another
+  process (an evaluator job) is writing. As TensorBoard, a `SessionLog.START`
+  event (tfmon's EvaluationHook writes one when a session starts) drops the
+  results read so far at its step and after: evaluations of a run that a
+  resumed job superseded.
+
+  Args:
+    eval_dir: The directory of event files. A missing directory has no results.
+
+  Returns:
+    An `OrderedDict` from global step to a dict from tag to float, sorted by step.
+  """
+  # Imported here: TensorBoard's loader brings its TF stub (and boto3 where it is
+  # installed), ~90 ms that every `import tfmon` would pay at a job's start.
+  from tensorboard.backend.event_processing import event_file_loader  # pylint: disable=g-import-not-at-top
+  eval_metrics_dict = collections.defaultdict(dict)
+  eval_dir = os.fspath(eval_dir)
+  # tf.io.gfile, as Estimator's gfile.Glob: eval_dir may be on GCS or HDFS.
+  for event_file in sorted(tf.io.gfile.glob(os.path.join(eval_dir,
+                                                         _EVENT_FILE_GLOB_PATTERN))):
+    for event in event_file_loader.LegacyEventFileLoader(event_file).Load():
+      if (event.HasField('session_log') and
+          event.session_log.status == tf.compat.v1.SessionLog.START):
+        for step in [step for step in eval_metrics_dict if step >= event.step]:
+          del eval_metrics_dict[step]
+      if not event.HasField('summary'):
+        continue
+      metrics = {}
+      for value in event.summary.value:
+        scalar = _scalar_value(value)
+        if scalar is not None:
+          metrics[value.tag] = scalar
+      if metrics:
+        eval_metrics_dict[event.step].update(metrics)
+  return collections.OrderedDict(sorted(eval_metrics_dict.items(), key=lambda t: t[0]))
+
+
 class EvaluationHook(SessionRunHook):
   """Evaluates a step function over a validation dataset every N steps or seconds.
 
@@ -361,8 +420,6 @@ class EvaluationHook(SessionRunHook):
     """Counts an evaluation of `global_step` in the event files as this hook's
     last: a re-run of a finished job (no step to train) would evaluate the same
     step again at start or end, and TensorBoard would show two points there."""
-    # Imported here: early_stopping imports this module.
-    from tfmon.hooks.early_stopping import read_eval_metrics  # pylint: disable=g-import-not-at-top
     earlier = read_eval_metrics(self._eval_dir).get(global_step)
     if earlier is None:
       return
