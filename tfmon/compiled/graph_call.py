@@ -47,7 +47,6 @@ import tensorflow as tf
 
 from tfmon import checkpoint_files
 from tfmon import tf_internals
-from tfmon.compiled import compiled_call
 from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
 
@@ -196,7 +195,7 @@ class GraphCall:
         results.append(leaf.numpy() if isinstance(leaf, tf.Tensor) else np.asarray(leaf))
       else:
         results.append(None)
-    return compiled_call._pack(fetches, results)  # pylint: disable=protected-access
+    return fetch_plan.pack(fetches, results)
 
   def owns(self, leaf):
     """Whether `leaf` is an element of this graph (or a name in it)."""
@@ -490,7 +489,7 @@ class Mixed:
 
     def merge(graph_results, step_results):
       graph_results, step_results = iter(graph_results), iter(step_results)
-      return compiled_call._pack(fetches, [  # pylint: disable=protected-access
+      return fetch_plan.pack(fetches, [
           next(graph_results) if mine else next(step_results) for mine in self._leaves])
 
     return (([l for l, mine in zip(flat, self._leaves) if mine], graph_feeds or None),
