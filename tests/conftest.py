@@ -17,6 +17,12 @@ tf.config.set_logical_device_configuration(
     [tf.config.LogicalDeviceConfiguration()] * 2)
 
 
+def pytest_configure(config):
+  config.addinivalue_line(
+      'markers', 'slow: runs processes of its own (workers, a fresh interpreter, '
+      'a killed job): .ci/run runs them; `pytest -m "not slow"` leaves them out.')
+
+
 @pytest.fixture(autouse=True)
 def fresh_global_step():
   """Forgets the global step registered by an earlier test.

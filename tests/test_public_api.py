@@ -47,6 +47,7 @@ def test_v1_arguments_come_first_in_v1_order_with_v1_defaults(name):
       assert p.default == q.default, f'{name}({p.name}=...)'
 
 
+@pytest.mark.slow
 def test_importing_tfmon_train_freezes_what_was_imported_for_the_garbage_collector():
   # The imports' ~330,000 objects are no longer walked by each full collection
   # (0.15-0.18 s of a job's start; BUILD_NOTES.md). In a process of its own:

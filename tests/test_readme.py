@@ -115,6 +115,7 @@ def test_the_readme_has_a_block_that_runs():
   assert _runnable(_README), 'the quickstart is a runnable block'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('block', _RUNNABLE, ids=[name for name, _ in _RUNNABLE])
 def test_runnable_blocks_run_as_is_and_again(block, runs):
   for result in runs(block):

@@ -161,6 +161,7 @@ def _free_port():
     return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_live_tensorboard_serves_the_v1_scalars(tmp_path):
   step = _tf1_style_step()
   with tfmon.train.MonitoredTrainingSession(

@@ -50,6 +50,7 @@ def _write_python(directory, records_per_file=4, seed=1):
   return written
 
 
+@pytest.mark.slow
 def test_trains_on_synthetic_data_evaluates_and_resumes(tmp_path, caplog):
   caplog.set_level(logging.INFO)
   first = cifar10.train(str(tmp_path), max_steps=6, **_SMALL)
@@ -83,6 +84,7 @@ def test_trains_on_synthetic_data_evaluates_and_resumes(tmp_path, caplog):
   assert steps == [3, 6, 8]
 
 
+@pytest.mark.slow
 def test_summaries_are_the_tutorial_s_v1_ones_and_the_graph_is_written_once(
     tmp_path, caplog):
   cifar10.train(str(tmp_path), max_steps=2, **_SMALL)
@@ -260,6 +262,7 @@ def test_max_steps_is_described_as_the_global_step_to_stop_at():
   assert 'The global step to stop at' in flags.FLAGS['max_steps'].help
 
 
+@pytest.mark.slow
 def test_runs_as_a_module(tmp_path):
   result = subprocess.run(
       [sys.executable, '-m', 'tfmon.examples.cifar10', f'--train_dir={tmp_path}',

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
@@ -35,6 +36,7 @@ def _variable_names(prefix):
           if a.full_name} - {'save_counter'}  # TF2's own count of saves
 
 
+@pytest.mark.slow
 def test_the_tutorial_logs_saves_and_names_its_variables_as_in_tf1(tmp_path):
   tf1_logged, tf1_saved, tf1_names = _train('tf1', tmp_path / 'tf1')
   logged, saved, names = _train('tfmon', tmp_path / 'tfmon')

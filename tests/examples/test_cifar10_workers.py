@@ -22,6 +22,8 @@ import tensorflow as tf
 from tests import event_files
 from tfmon.examples import launch
 
+pytestmark = pytest.mark.slow  # worker processes: run by .ci/run, left out by -m "not slow"
+
 _LAUNCH_PY = launch.__file__  # run as a script, it imports neither tfmon nor TF
 
 

@@ -24,6 +24,7 @@ def _run(script, train_dir):
   return logged, saved
 
 
+@pytest.mark.slow
 def test_tf1_script_and_tfmon_port_log_save_and_stop_alike(tmp_path):
   tf1_logged, tf1_saved = _run('tf1_legacy_train.py', tmp_path / 'tf1')
   port_logged, port_saved = _run('tfmon_port_train.py', tmp_path / 'tfmon')
@@ -42,6 +43,7 @@ def _train(script, train_dir, max_steps):
   return tf.train.load_checkpoint(tf.train.latest_checkpoint(str(train_dir)))
 
 
+@pytest.mark.slow
 def test_the_port_continues_a_tf1_checkpoint_as_tf1_would(tmp_path):
   _train('tf1_legacy_train.py', tmp_path / 'job', 30)
   port = _train('tfmon_port_train.py', tmp_path / 'job', 60)  # from model.ckpt-30

@@ -378,6 +378,7 @@ def _kill_after_saves(checkpoint_dir, last_step, saves, delay_secs):
     process.stdout.close()
 
 
+@pytest.mark.slow
 def test_a_job_killed_while_saving_resumes_as_if_never_killed(tmp_path):
   uninterrupted = Job()
   uninterrupted.train(80, save_summaries_steps=None, log_step_count_steps=None)

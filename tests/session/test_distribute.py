@@ -179,6 +179,7 @@ def test_a_step_returning_one_value_per_replica_is_told_to_reduce_it():
   assert local == (1., 1.)
 
 
+@pytest.mark.slow
 def test_importing_tfmon_leaves_tensorflow_configurable():
   # Devices and collective ops (MultiWorkerMirroredStrategy) can only be set up
   # before TensorFlow initializes: importing tfmon must not initialize it.

@@ -217,6 +217,7 @@ def _job(tmp_path, *args, timeout=90):
   return process.returncode, process.stdout, process.stderr
 
 
+@pytest.mark.slow
 def test_a_process_stopped_by_sigterm_exits_143_and_its_restart_resumes(tmp_path):
   # A fused run of up to 100 steps: SIGTERM arrives from inside step 7.
   code, out, err = _job(tmp_path, 1000, 100, '--signal-at-step', 7,

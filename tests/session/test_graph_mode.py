@@ -1032,6 +1032,7 @@ for make in (tfmon.Graph, lambda: tfmon.train.MonitoredSession().run(lambda: 1))
 '''
 
 
+@pytest.mark.slow
 def test_tf1_scripts_that_turn_off_v2_behavior_are_told_to_keep_it():
   # Process-wide and for good: in a process of its own.
   printed = subprocess.run(

@@ -12,6 +12,8 @@ import tensorflow as tf
 import tfmon
 from tfmon.examples import launch
 
+pytestmark = pytest.mark.slow  # worker processes: run by .ci/run, left out by -m "not slow"
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -164,6 +166,7 @@ def test_a_killed_or_failed_worker_ends_the_other_with_an_error_naming_it(
 _REFUSED = """
 import tensorflow as tf
 import tfmon
+
 strategy = tf.distribute.MultiWorkerMirroredStrategy()  # from TF_CONFIG
 index = strategy.cluster_resolver.task_id
 try:  # the opposite of what TF_CONFIG says

@@ -86,6 +86,7 @@ def _free_port():
     return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_tensorboard_serves_the_loss_series(tmp_path):
   job = Job()
   losses = job.train(6, checkpoint_dir=str(tmp_path), save_summaries_steps=2)
