@@ -29,8 +29,8 @@ _SCRIPT = textwrap.dedent('''
           sess.run(train_step)
 
     train(2)  # nothing asked: Python's default level, WARNING, hides INFO
-    # A root handler added after TF gave its logger one (as TF's checkpoint code
-    # does, through Python's logging.info): still one line each, not two.
+    # A root handler added after TF gave its logger one (as absl.app.run does):
+    # still one line each of tfmon's, not two.
     import logging
     logging.basicConfig()
     print('--- verbosity set ---', file=sys.stderr, flush=True)
@@ -147,3 +147,80 @@ def test_tfmon_warnings_go_to_tensorflows_logger_too():
   assert [line for line in lines
           if line.startswith('WARNING:tensorflow:run() has traced 5 different step')]
   assert not [line for line in lines if line.startswith('WARNING:absl:')]
+
+
+# A TF1 job as TF's CIFAR-10 tutorial writes it (a ConfigProto of defaults, TF's
+# LoggingTensorHook, a relative checkpoint_dir), both verbosity habits on. Run
+# with argv[1] 'tf1', it is TF1's graph mode, the reference; with 'tfmon', its
+# port: `tf.Graph` and `tf.compat.v1.train` renamed, nothing else. Its fresh run
+# to step 3 saves at steps 0, 2 and 3; the resumed run restores step 3 and
+# goes on to step 5.
+_TF1_JOB = textwrap.dedent('''
+    import sys
+    import absl.logging
+    import tensorflow as tf
+    import tfmon
+
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+    absl.logging.set_verbosity('info')
+    if sys.argv[1] == 'tf1':
+      Graph, train = tf.Graph, tf.compat.v1.train
+    else:
+      Graph, train = tfmon.Graph, tfmon.train
+
+    with Graph().as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      weight = tf.compat.v1.get_variable('weight', initializer=1.0)
+      # Not read from `weight`: a fetch reading a variable the same run assigns
+      # reads either value in TF1.
+      loss = tf.constant(0.5, name='loss')
+      train_op = tf.group(weight.assign_add(1.0), global_step.assign_add(1))
+      hooks = [train.StopAtStepHook(last_step=int(sys.argv[2])),
+               tf.compat.v1.train.LoggingTensorHook({'loss': loss}, every_n_iter=1),
+               train.LoggingTensorHook({'half_loss': loss / 2}, every_n_iter=1)]
+      with train.MonitoredTrainingSession(
+          checkpoint_dir='train', save_checkpoint_steps=2, hooks=hooks,
+          config=tf.compat.v1.ConfigProto(log_device_placement=False)) as sess:
+        while not sess.should_stop():
+          sess.run(train_op)
+          tf.compat.v1.logging.info('a line of the script')
+''')
+
+
+@pytest.fixture(scope='module')
+def tf1_job_logs(tmp_path_factory):
+  """{'tf1' or 'tfmon': (lines of the fresh run to step 3, of the resumed run
+  to step 5)}, TF1's runs and tfmon's in a directory each."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  logs = {}
+  for how in ('tf1', 'tfmon'):
+    cwd = tmp_path_factory.mktemp(how)
+    logs[how] = tuple(
+        subprocess.run([sys.executable, '-c', _TF1_JOB, how, str(last_step)],
+                       cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+                       check=True).stderr.splitlines()
+        for last_step in (3, 5))
+  return logs
+
+
+def _without_timing(line):
+  return re.sub(r' \([\d.]+ sec\)$', '', line)
+
+
+def test_each_line_prints_once_after_a_checkpoint_save(tf1_job_logs):
+  for how, (fresh, _) in tf1_job_logs.items():
+    fresh = [_without_timing(line) for line in fresh]
+    # Steps 1 to 3, after the saves at 0 and 2: TF's hook, tfmon's (TF's under
+    # TF1) and the script's own line, once each, as TF1 printed them.
+    assert fresh.count('INFO:tensorflow:loss = 0.5') == 3, (how, fresh)
+    assert fresh.count('INFO:tensorflow:half_loss = 0.25') == 3, (how, fresh)
+    assert fresh.count('INFO:tensorflow:a line of the script') == 3, (how, fresh)
+
+
+def test_no_line_of_tensorflows_checkpoint_writer(tf1_job_logs):
+  # TF 2.21's writer logs the sharding callback's duration on every save, at
+  # INFO on absl's logger; TF1's saves logged nothing of theirs.
+  for how, runs in tf1_job_logs.items():
+    lines = [line for run in runs for line in run]
+    assert not [line for line in lines if 'Sharding callback duration' in line], how
+    assert not [line for line in lines if line.startswith('INFO:absl:')], how

@@ -750,6 +750,7 @@ class CheckpointWriter:
   def latest_step_saved(self):
     return step_of(self.manager.latest_checkpoint)
 
+  @logging.quiet_checkpoint_save()
   def save(self, step):
     prefix = f'{self.save_path}-{step}'
     if self._temporary is not None:

@@ -12,15 +12,24 @@ TensorFlow gives its logger a handler of its own when the root logger has none
 at its first line ("to prevent double logging"). It prints TF1's format,
 `INFO:tensorflow:<message>`, which TF1 users grep for, as does the handler
 `logging.basicConfig()` adds; `absl.app.run` installs absl's format, which is
-then the program's choice. A root handler added later
-(by `absl.app.run`, or by `logging.basicConfig`, which Python's module-level
-`logging.info` calls, as TensorFlow's checkpoint code does) would print every
-line twice: lines then go to the root's handlers and not to TF's own.
+then the program's choice. A root handler added later (by `absl.app.run`, or
+`logging.basicConfig`) would print every line twice: tfmon's lines then go to
+the root's handlers and not to TF's own. (TF's own lines print twice then, as
+they did in TF1.)
+
+TensorFlow's checkpoint writer adds such a root handler behind the user's back:
+on every save it logs `Sharding callback duration: N microseconds` with absl's
+module-level `logging.info`, which calls `logging.basicConfig()` when the root
+logger has none. From tfmon's first save on, TF's own lines (its hooks'
+included) would print twice, and with absl's verbosity at INFO the sharding line
+would print on every save; TF1 printed neither. tfmon's saves run in
+`quiet_checkpoint_save`, which undoes both.
 
 The module has the calls tfmon uses of `absl.logging` (`from tfmon import
 tf_logging as logging`).
 """
 
+import contextlib
 import logging as _logging
 import os
 import sys
@@ -63,9 +72,9 @@ def log(level, msg, *args):
   record = logger.makeRecord(logger.name, level, filename, lineno, msg, args,
                              None, function)
   if (logger.propagate and _logging.root.handlers and
-      any(_is_tf_default_handler(h) for h in logger.handlers)):
+      any(_is_default_handler(h) for h in logger.handlers)):
     if logger.filter(record):
-      for handler in ([h for h in logger.handlers if not _is_tf_default_handler(h)] +
+      for handler in ([h for h in logger.handlers if not _is_default_handler(h)] +
                       _logging.root.handlers):
         if record.levelno >= handler.level:
           handler.handle(record)
@@ -73,11 +82,42 @@ def log(level, msg, *args):
   logger.handle(record)
 
 
-def _is_tf_default_handler(handler):
-  """The stream handler `tf.get_logger()` adds when the root logger has none."""
+def _is_default_handler(handler):
+  """The stream handler `tf.get_logger()` adds to its logger when the root logger
+  has none, or the one `logging.basicConfig()` adds to the root: the same."""
   return (type(handler) is _logging.StreamHandler and  # pylint: disable=unidiomatic-typecheck
           handler.formatter is not None and
           handler.formatter._fmt == _logging.BASIC_FORMAT)  # pylint: disable=protected-access
+
+
+# What TensorFlow's checkpoint writer logs on every save, and TF1's did not.
+_PER_SAVE_LINES = ('Sharding callback duration',)
+
+
+def _not_per_save_line(record):
+  return record.levelno >= WARNING or not str(record.msg).startswith(_PER_SAVE_LINES)
+
+
+@contextlib.contextmanager
+def quiet_checkpoint_save():
+  """Runs a TensorFlow checkpoint save without the logging it adds (module doc).
+
+  While the save runs, absl's logger drops the per-save INFO lines; after it, a
+  root handler the save added (`logging.basicConfig()`'s, when the root had
+  none) is removed. Nothing the user configured is changed, and TensorFlow's
+  warnings during the save still print.
+  """
+  absl_logger = _absl_logging.get_absl_logger()
+  root_handlers = list(_logging.root.handlers)
+  absl_logger.addFilter(_not_per_save_line)
+  try:
+    yield
+  finally:
+    absl_logger.removeFilter(_not_per_save_line)
+    for handler in list(_logging.root.handlers):
+      if handler not in root_handlers and _is_default_handler(handler):
+        _logging.root.removeHandler(handler)
+        handler.close()
 
 
 def debug(msg, *args):
