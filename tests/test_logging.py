@@ -224,3 +224,13 @@ def test_no_line_of_tensorflows_checkpoint_writer(tf1_job_logs):
     lines = [line for run in runs for line in run]
     assert not [line for line in lines if 'Sharding callback duration' in line], how
     assert not [line for line in lines if line.startswith('INFO:absl:')], how
+
+
+def test_checkpoint_paths_are_logged_as_given(tf1_job_logs):
+  for how, (fresh, resumed) in tf1_job_logs.items():
+    assert 'INFO:tensorflow:Saving checkpoints for 2 into train/model.ckpt.' in fresh, (
+        how, fresh)
+    assert 'INFO:tensorflow:Restoring parameters from train/model.ckpt-3' in resumed, (
+        how, resumed)
+    assert 'INFO:tensorflow:Saving checkpoints for 5 into train/model.ckpt.' in resumed, (
+        how, resumed)

@@ -25,6 +25,7 @@ from tfmon import tf_logging as logging
 import tensorflow as tf
 
 from tfmon import checkpoint_files
+from tfmon import paths
 from tfmon import tf_internals
 from tfmon import training_util
 from tfmon import workers
@@ -478,7 +479,7 @@ def restore(checkpoint, path):
 
 
 def _restore_checked(checkpoint, path):
-  logging.info('Restoring parameters from %s', path)
+  logging.info('Restoring parameters from %s', paths.as_given(path))
   if checkpoint_files.is_tf1_checkpoint(path):
     _restore_tf1(checkpoint, path)
     return

@@ -2,6 +2,11 @@
 
 import os
 
+# How the user spelled each directory made absolute here (relative or `~`), for
+# log lines: TF1 logged paths as given (`Saving checkpoints for 2 into
+# train/model.ckpt.`), and users grep for them.
+_spellings = {}
+
 
 def check_directory(path, arg_name):
   """Returns `path` as an absolute directory name, checked.
@@ -10,7 +15,8 @@ def check_directory(path, arg_name):
   state file names checkpoints relative to the directory, and a relative
   directory joined to them again named files that do not exist (SPEC section 7:
   relative, `~` and symlinked directories behave as absolute ones). `~` is
-  expanded because TensorFlow would make a directory named `~`.
+  expanded because TensorFlow would make a directory named `~`. Log lines name
+  it as given (`as_given`).
 
   Raises:
     TypeError: if `path` is not a path.
@@ -31,7 +37,9 @@ def check_directory(path, arg_name):
     path = os.fsdecode(path)
   if '://' in path:
     return path
-  path = os.path.abspath(os.path.expanduser(path))
+  given, path = path, os.path.abspath(os.path.expanduser(path))
+  if given != path:
+    _spellings[path] = given
   existing = path
   while not os.path.exists(existing):
     parent = os.path.dirname(existing)
@@ -43,4 +51,25 @@ def check_directory(path, arg_name):
              f'is under {existing!r}, which is a file')
     raise ValueError(f'{arg_name}={path!r} {where}, not a directory: give a '
                      'directory (it is created if missing).')
+  return path
+
+
+def as_given(path):
+  """`path` as the user spelled its directory, for log lines.
+
+  Args:
+    path: A path in or under a directory `check_directory` made absolute.
+
+  Returns:
+    `path` with that directory spelled as it was given (`train/model.ckpt-2`),
+    while that spelling still names it from the current directory; else `path`.
+  """
+  if not isinstance(path, str):
+    return path
+  for directory in sorted(_spellings, key=len, reverse=True):  # innermost first
+    given = _spellings[directory]
+    if ((path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)) and
+        os.path.abspath(os.path.expanduser(given)) == directory):
+      rest = path[len(directory):].lstrip(os.sep)
+      return os.path.join(given, rest) if rest else given
   return path

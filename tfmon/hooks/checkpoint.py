@@ -213,7 +213,8 @@ class CheckpointSaverHook(SessionRunHook):
     logging.info('Calling checkpoint listeners before saving checkpoint %d...', step)
     for listener in self._listeners:
       listener.before_save(session, step)
-    logging.info('Saving checkpoints for %d into %s.', step, writer.save_path)
+    logging.info('Saving checkpoints for %d into %s.', step,
+                 paths.as_given(writer.save_path))
     writer.save(step)
     logging.info('Calling checkpoint listeners after saving checkpoint %d...', step)
     should_stop = False
