@@ -226,6 +226,12 @@ def test_no_line_of_tensorflows_checkpoint_writer(tf1_job_logs):
     assert not [line for line in lines if line.startswith('INFO:absl:')], how
 
 
+def test_no_warning_for_a_config_of_tf2s_defaults(tf1_job_logs):
+  for how, runs in tf1_job_logs.items():
+    lines = [line for run in runs for line in run]
+    assert not [line for line in lines if 'config' in line], (how, lines)
+
+
 def test_checkpoint_paths_are_logged_as_given(tf1_job_logs):
   for how, (fresh, resumed) in tf1_job_logs.items():
     assert 'INFO:tensorflow:Saving checkpoints for 2 into train/model.ckpt.' in fresh, (
@@ -234,3 +240,16 @@ def test_checkpoint_paths_are_logged_as_given(tf1_job_logs):
         how, resumed)
     assert 'INFO:tensorflow:Saving checkpoints for 5 into train/model.ckpt.' in resumed, (
         how, resumed)
+
+
+def test_a_config_asking_for_more_than_tf2s_defaults_is_named_in_a_warning():
+  lines = _stderr_lines(textwrap.dedent('''
+      import tensorflow as tf
+      import tfmon
+
+      tfmon.train.ChiefSessionCreator(config=tf.compat.v1.ConfigProto(
+          allow_soft_placement=True, log_device_placement=True))
+  '''))
+  assert [line for line in lines if 'config' in line] == [
+      'WARNING:tensorflow:config sets log_device_placement, which tfmon does not '
+      'apply: configure TensorFlow with tf.config instead.']

@@ -518,7 +518,8 @@ class SingularMonitoredSession(_MonitoredSession):
     hooks: A list of `SessionRunHook`s.
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
-    config: Ignored, with a warning: use `tf.config`.
+    config: A `tf.compat.v1.ConfigProto`, not applied: a warning names what it
+      sets beyond TF2's defaults (use `tf.config`).
     checkpoint_dir: Restore the latest checkpoint in this directory, if any.
     stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
     checkpoint_filename_with_path: Restore this checkpoint (instead of the

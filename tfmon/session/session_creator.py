@@ -86,8 +86,29 @@ def _warn_unused(master, config):
         'master=%r is ignored: each worker runs its steps in its own process. '
         'For multi-worker training create tf.distribute.MultiWorkerMirroredStrategy() '
         '(TF_CONFIG says where the workers are) and pass it as strategy=.', master)
-  if config is not None:
-    logging.warning('config is ignored: configure TensorFlow with tf.config instead.')
+  if config is None:
+    return
+  if not isinstance(config, tf.compat.v1.ConfigProto):
+    logging.warning('config=%r is ignored: configure TensorFlow with tf.config '
+                    'instead.', config)
+    return
+  unapplied = _unapplied_settings(config)
+  if unapplied:
+    logging.warning('config sets %s, which tfmon does not apply: configure '
+                    'TensorFlow with tf.config instead.', ', '.join(unapplied))
+
+
+def _unapplied_settings(config):
+  """The fields of the ConfigProto `config` that ask for what eager TensorFlow
+  does not already do.
+
+  TF1 scripts pass a ConfigProto of defaults (TF's CIFAR-10 tutorial:
+  `log_device_placement=False`) or `allow_soft_placement=True`, which TF2 does
+  by default: nothing to warn of, as TF1 printed nothing.
+  """
+  return [field.name for field, value in config.ListFields()  # set, not default
+          if not (field.name == 'allow_soft_placement' and
+                  value == tf.config.get_soft_device_placement())]
 
 
 class ChiefSessionCreator(SessionCreator):
@@ -102,7 +123,8 @@ class ChiefSessionCreator(SessionCreator):
   Args:
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
-    config: Ignored, with a warning: use `tf.config`.
+    config: A `tf.compat.v1.ConfigProto`, not applied: a warning names what it
+      sets beyond TF2's defaults (use `tf.config`).
     checkpoint_dir: A directory to restore the latest checkpoint from.
     checkpoint_filename_with_path: A checkpoint to restore (wins over the directory).
   """
@@ -142,7 +164,8 @@ class WorkerSessionCreator(SessionCreator):
   Args:
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
-    config: Ignored, with a warning: use `tf.config`.
+    config: A `tf.compat.v1.ConfigProto`, not applied: a warning names what it
+      sets beyond TF2's defaults (use `tf.config`).
     max_wait_secs: Accepted for v1 compatibility: eager variables never wait.
     checkpoint_dir: A directory whose latest checkpoint, if any, is restored.
   """

@@ -97,7 +97,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     save_summaries_steps: Summaries every N steps (default 100 unless
       `save_summaries_secs` is given).
     save_summaries_secs: Summaries every N seconds.
-    config: Ignored, with a warning: use `tf.config`.
+    config: A `tf.compat.v1.ConfigProto`, not applied: a warning names what it
+      sets beyond TF2's defaults (use `tf.config`).
     stop_grace_period_secs: Seconds given to coordinator threads to stop on close.
     log_step_count_steps: StepCounterHook frequency (None or 0 turns it off).
     max_wait_secs: Accepted for v1 compatibility.
