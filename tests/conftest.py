@@ -2,7 +2,6 @@
 and TensorFlow's log level for every test."""
 
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -45,27 +44,3 @@ def tf_logging_level():
   yield
   for logger, level in zip(loggers, levels):
     logger.setLevel(level)
-
-
-_exit_status = []
-
-
-def pytest_sessionfinish(session, exitstatus):
-  _exit_status.append(int(exitstatus))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-  """Ends the process once pytest has reported, skipping the interpreter's teardown.
-
-  TensorFlow quirk: a tf.data iterator still alive when the interpreter tears
-  down is destroyed after tf.data's threads are gone, and its destructor waits
-  for them forever (native stack: EagerTensor_dealloc -> IteratorResource ->
-  UnboundedThreadPool::LogicalThreadWrapper). The whole suite's process hung so
-  after printing its result, and no single test directory reproduced it.
-  """
-  del config
-  if _exit_status:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(_exit_status[0])  # pylint: disable=protected-access

@@ -298,3 +298,18 @@ def test_no_other_module_touches_tensorflow_internals():
       if isinstance(node, ast.Attribute) and node.attr == '__internal__':
         offenders.append(f'{path.relative_to(package)}:{node.lineno} uses tf.__internal__')
   assert not offenders, offenders
+
+
+def test_custom_gradients_traced_in_graph_mode_are_registered_and_can_be_forgotten():
+  @tf.custom_gradient
+  def double(x):
+    return 2 * x, lambda dy: 2 * dy
+
+  registered = set()
+  with tf_internals.custom_gradients_registered(registered):
+    tf.function(double).get_concrete_function(tf.TensorSpec([], tf.float32))
+  assert len(registered) == 1 and next(iter(registered)).startswith('CustomGradient-')
+  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
+  assert registered <= set(ops._gradient_registry._registry)  # pylint: disable=protected-access
+  tf_internals.forget_custom_gradients(registered)
+  assert not registered & set(ops._gradient_registry._registry)  # pylint: disable=protected-access

@@ -36,6 +36,7 @@ from tensorflow.python.eager import record as _record
 from tensorflow.python.eager import wrap_function as _wrap_function
 from tensorflow.python.eager.polymorphic_function import atomic_function as _atomic_function
 from tensorflow.python.framework import func_graph as _func_graph
+from tensorflow.python.framework import ops as _ops
 from tensorflow.python.framework import random_seed as _random_seed
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 from tensorflow.python.trackable import resource as _resource
@@ -353,6 +354,46 @@ def saves_itself_as_read(trackable):
           cls._gather_saveables_for_checkpoint is base._gather_saveables_for_checkpoint and  # pylint: disable=protected-access
           '_serialize_to_tensors' not in getattr(trackable, '__dict__', {}) and
           not hasattr(cls, 'get_slot_names'))  # slot variables are not children
+
+
+# ---------------------------------------------------------------- gradients
+
+def _custom_gradients():
+  """TF's registry of gradient functions, where `tf.custom_gradient` in graph
+  mode registers one per use ('CustomGradient-<uid>') and never removes it."""
+  registry = getattr(getattr(_ops, '_gradient_registry', None), '_registry', None)
+  return registry if isinstance(registry, dict) else None
+
+
+@contextlib.contextmanager
+def custom_gradients_registered(registered):
+  """Adds to the set `registered` the names of the custom gradients that the
+  graphs traced in the block register.
+
+  A function traced under a tf.distribute strategy (whose `all_reduce` is a
+  `tf.custom_gradient`) registers a closure that holds its whole FuncGraph, and
+  with it every captured resource, tf.data iterators included, until the
+  process ends: the iterators were then destroyed in the interpreter's
+  teardown, where each waited for tf.data's threads (up to minutes). Without
+  the registry (a later TF) nothing is noted.
+  """
+  gradients = _custom_gradients()
+  before = set(gradients) if gradients is not None else None
+  try:
+    yield
+  finally:
+    if before is not None:
+      registered.update(name for name in gradients
+                        if name not in before and name.startswith('CustomGradient-'))
+
+
+def forget_custom_gradients(names):
+  """Removes the named custom gradients from TF's registry: nothing will ask
+  for the gradients of the graphs that registered them any more."""
+  gradients = _custom_gradients()
+  if gradients is not None:
+    for name in names:
+      gradients.pop(name, None)
 
 
 # ---------------------------------------------------------------- the rest

@@ -17,15 +17,28 @@ up in one dict: a run seen before costs no classification, no trace and no
 build.
 """
 
+import atexit
 import collections
+import weakref
 
 import tensorflow as tf
 
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 from tfmon.compiled import alongside
 from tfmon.compiled import fetch_plan
 from tfmon.compiled.compiled_call import CompiledCall
 from tfmon.compiled.step_graph import FeedDtypes, StepGraph
+
+
+# Compilers of sessions not closed: released at exit, while tf.data's threads run.
+_unreleased = weakref.WeakSet()
+
+
+@atexit.register
+def _release_all():
+  for compiler in list(_unreleased):
+    compiler.release()
 
 
 class CallCompiler:
@@ -51,6 +64,9 @@ class CallCompiler:
     self._variable_listeners = []
     self._alongside = []  # Pending work for the next compiled call
     self._feed_dtypes = FeedDtypes()
+    self._custom_gradients = set()  # registered by its traces: see release()
+    self._released_functions = 0
+    _unreleased.add(self)
 
   def alongside_next_call(self, work):
     """Runs `work()` in a thread while the next compiled function runs.
@@ -122,10 +138,25 @@ class CallCompiler:
     self._jit_compile = jit_compile
     self._plans, self._families, self._step_graphs = {}, {}, {}
 
+  def release(self):
+    """Drops every traced function, and what TensorFlow keeps of them for good.
+
+    A closed session runs nothing more. TF's registry of custom gradients (a
+    strategy's all-reduce is one) would otherwise keep each traced graph, and
+    the tf.data iterators it captured, until the interpreter's teardown, where
+    destroying them waited for tf.data's threads.
+    """
+    self._released_functions = self.functions_built
+    self._plans, self._families, self._step_graphs = {}, {}, {}
+    tf_internals.forget_custom_gradients(self._custom_gradients)
+    self._custom_gradients.clear()
+    _unreleased.discard(self)
+
   @property
   def functions_built(self):
     """How many compiled functions the calls so far have built (and run)."""
-    return sum(family.functions_built for family in self._families.values())
+    return self._released_functions + sum(
+        family.functions_built for family in self._families.values())
 
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict` in one compiled call.
@@ -195,7 +226,8 @@ class CallCompiler:
     self._warn_if_steps_are_new_objects(plan)
     union = family.require(plan)
     try:
-      output = family(plan, flat, feed_dict, **call_args)
+      with tf_internals.custom_gradients_registered(self._custom_gradients):
+        output = family(plan, flat, feed_dict, **call_args)
     except Exception:
       if union is not None and not family.built():
         family.restore(union)  # a failed trace is not kept: the next run retries

@@ -237,5 +237,6 @@ class RawSession(tf_internals.SessionInterface):
 
   def close(self):
     self._closed = True
+    self._compiler.release()
     if self._graph_call is not None:
       self._graph_call.close()
