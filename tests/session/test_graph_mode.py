@@ -1066,3 +1066,37 @@ def test_tf1_reference_variables_become_resource_variables():
   finally:
     tf.compat.v1.enable_resource_variables()
   np.testing.assert_allclose(ours, run(tf.Graph, tf.compat.v1.train), rtol=1e-6)
+
+
+def _logged_by_names(graph, train, hook_class):
+  """What a LoggingTensorHook given an op's name logs, and what `run` fetches
+  for names, under `graph` and `train` (TF1's or tfmon's)."""
+  logged = []
+  with graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    x = tf.compat.v1.placeholder(tf.float32, [None], name='x')
+    tf.reduce_mean(tf.square(x), name='xent')
+    tf.unique(x, name='uniq')  # two outputs
+    train_op = tf.compat.v1.assign_add(global_step, 1)
+    hook = hook_class(['xent', 'xent:0'], every_n_iter=1, formatter=logged.append)
+    with train.MonitoredSession(hooks=[hook]) as sess:
+      fetched = [sess.run([train_op, 'xent', 'xent:0', {'k': 'xent'}],
+                          feed_dict={x: [1.0, float(step)]})[1:] for step in range(3)]
+    errors = []
+    for names in (['uniq'], ['nope']):
+      with pytest.raises((ValueError, KeyError)) as error:
+        train.MonitoredSession(hooks=[hook_class(names, every_n_iter=1)])
+      errors.append((error.type, str(error.value)))
+  return logged, fetched, errors
+
+
+def test_logging_tensor_hook_takes_an_op_name_for_its_output_and_run_for_the_op_as_tf1():
+  # TF1: LoggingTensorHook's begin() took 'xent' for 'xent:0', while
+  # Session.run('xent') fetched the operation, whose value is None.
+  expected = _logged_by_names(tf.Graph, tf.compat.v1.train,
+                              tf.compat.v1.train.LoggingTensorHook)
+  assert expected[0] == [{'xent': 0.5, 'xent:0': 0.5}, {'xent': 1.0, 'xent:0': 1.0},
+                         {'xent': 2.5, 'xent:0': 2.5}]
+  assert expected[1] == [[None, 0.5, {'k': None}], [None, 1.0, {'k': None}],
+                         [None, 2.5, {'k': None}]]
+  assert _logged_by_names(tfmon.Graph, tfmon.train, tfmon.train.LoggingTensorHook) == expected

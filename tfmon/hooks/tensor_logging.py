@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfmon.compiled import fetch_plan
+from tfmon.compiled import graph_capture
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
 
@@ -64,6 +65,27 @@ def _holds_a_name(fetches):
   return any(isinstance(leaf, str) for leaf in tf.nest.flatten(fetches))
 
 
+def _as_graph_element(graph, name):
+  """The tensor a name in `tensors` stands for in a captured graph, as TF1's
+  LoggingTensorHook took it in `begin()`: an op's name ('xent') is its sole
+  output ('xent:0'), where `Session.run('xent')` fetches the op (None).
+
+  Raises:
+    KeyError: the name names nothing in the graph, or an op with no output
+      (TF1's error).
+    ValueError: the name is an op's with several outputs (TF1's error).
+  """
+  if ':' in name:
+    return graph.as_graph_element(name)
+  element = graph.as_graph_element(name + ':0')
+  try:
+    graph.as_graph_element(name + ':1')
+  except (KeyError, ValueError):
+    return element
+  raise ValueError('Name %s is ambiguous, as this `Operation` has multiple '
+                   'outputs (at least 2).' % name)
+
+
 def _check_every(value, arg_name):
   if value is not None and (isinstance(value, bool) or
                             not isinstance(value, numbers.Real)):
@@ -84,6 +106,9 @@ class LoggingTensorHook(SessionRunHook):
   The tensors are anything `run` fetches (SPEC section 2): a name (a key of the
   dict a step function of the run returns, as `'loss'`, or a tensor name of the
   traced graph, as `'softmax_tensor'`), a step function, a variable, or a nest.
+  On a captured TF1 graph (`tfmon.Graph`) a name is taken as TF1 took it, in
+  `begin()`: an operation's name stands for its sole output ('xent' logs
+  'xent:0'), and a name the graph lacks raises there.
   A list names its items: a name is its own tag, a variable is tagged with its
   name and a step function with its `__name__`.
 
@@ -136,17 +161,23 @@ class LoggingTensorHook(SessionRunHook):
         every_secs=every_n_secs, every_steps=every_n_iter)
     self._log_at_end = at_end
     self._every_n_iter = every_n_iter
-    # At end, names come from the last run (end() runs no step); anything else
-    # is evaluated again in end(), as v1 did.
+    self._every_n_secs = every_n_secs
+    self._current_tensors = self._tensors
+    self._split_at_end()
+
+  def _split_at_end(self):
+    """At end, names come from the last run (end() runs no step); anything else
+    is evaluated again in end(), as v1 did."""
     self._named_at_end = {
-        tag: fetches for tag, fetches in self._tensors.items()
-        if at_end and _holds_a_name(fetches)}
+        tag: fetches for tag, fetches in self._current_tensors.items()
+        if self._log_at_end and _holds_a_name(fetches)}
     self._evaluated_at_end = {
-        tag: fetches for tag, fetches in self._tensors.items()
-        if at_end and tag not in self._named_at_end}
+        tag: fetches for tag, fetches in self._current_tensors.items()
+        if self._log_at_end and tag not in self._named_at_end}
     # Hooks that fetch on every run (names at end) or watch the clock see every
     # run; fused runs still end at the iterations this hook logs.
-    self.observes_fused_runs = bool(self._named_at_end) or every_n_secs is not None
+    self.observes_fused_runs = (bool(self._named_at_end) or
+                                self._every_n_secs is not None)
 
   def steps_until_observed(self, global_step):
     """Iterations until the next log line (one global step per iteration)."""
@@ -161,6 +192,14 @@ class LoggingTensorHook(SessionRunHook):
       self._timer.reset()
     self._iter_count = 0
     self._last_values = None
+    graph = graph_capture.current()
+    # On a captured graph, names are its tensors, taken here as TF1 took them.
+    self._current_tensors = self._tensors if graph is None else {
+        tag: tf.nest.map_structure(
+            lambda leaf: _as_graph_element(graph, leaf) if isinstance(leaf, str) else leaf,
+            fetches)
+        for tag, fetches in self._tensors.items()}
+    self._split_at_end()
 
   def before_run(self, run_context):
     # Runs this hook did not see, and the other steps of a fused run, count too.
@@ -169,7 +208,7 @@ class LoggingTensorHook(SessionRunHook):
         self._timer is not None and
         self._timer.should_trigger_for_step(self._iter_count))
     if self._should_trigger:
-      return SessionRunArgs(self._tensors)
+      return SessionRunArgs(self._current_tensors)
     if self._named_at_end:
       return SessionRunArgs(self._named_at_end)
     return None
