@@ -38,6 +38,7 @@ from tensorflow.python.eager.polymorphic_function import atomic_function as _ato
 from tensorflow.python.framework import func_graph as _func_graph
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.framework import random_seed as _random_seed
+from tensorflow.python.framework import stack as _stack
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 from tensorflow.python.trackable import resource as _resource
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
@@ -149,6 +150,12 @@ WrappedFunction = _wrap_function.WrappedFunction
 # TF1's Saver.save and restore accept only instances of this base class; a
 # tfmon session derives from it, so TF1 code can save through it.
 SessionInterface = _tf_session.SessionInterface
+
+
+def default_session(session):
+  """A context in which `session` is `tf.compat.v1.get_default_session()`, as
+  TF1's `Session.as_default()` made it (`tensor.eval()`, `op.run()`)."""
+  return _stack.default_session(session)
 
 
 def graph_mode():

@@ -21,8 +21,9 @@ from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener,
                          stop_if_higher_hook, stop_if_lower_hook,
                          stop_if_no_decrease_hook, stop_if_no_increase_hook)
 from tfmon.session import (ChiefSessionCreator, MonitoredSession,
-                           MonitoredTrainingSession, Scaffold, SessionCreator,
-                           SingularMonitoredSession, WorkerSessionCreator)
+                           MonitoredTrainingSession, Scaffold, Session,
+                           SessionCreator, SingularMonitoredSession,
+                           WorkerSessionCreator)
 from tfmon.training_util import (create_global_step, get_global_step,
                                  get_or_create_global_step, global_step,
                                  global_step_after_run)
@@ -35,7 +36,7 @@ __all__ = [
     'EvaluationHook', 'FeedFnHook', 'FinalOpsHook', 'GlobalStepWaiterHook', 'Graph',
     'KerasCallbackHook', 'LoggingTensorHook', 'MonitoredSession',
     'MonitoredTrainingSession', 'NanLossDuringTrainingError', 'NanTensorHook', 'ProfilerHook', 'Scaffold',
-    'SecondOrStepTimer', 'SessionCreator', 'SessionRunArgs', 'SessionRunContext',
+    'SecondOrStepTimer', 'Session', 'SessionCreator', 'SessionRunArgs', 'SessionRunContext',
     'SessionRunHook', 'SessionRunValues', 'SingularMonitoredSession',
     'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'WorkerSessionCreator',
     'capture_graph', 'create_global_step', 'get_global_step', 'get_or_create_global_step',

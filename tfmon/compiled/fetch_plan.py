@@ -341,7 +341,7 @@ def _pack_node(node, results):
   if node_type is tuple:
     return tuple(_pack_node(child, results) for child in node)
   if node_type is dict:
-    packed = {key: _pack_node(node[key], results) for key in sorted(node)}
+    packed = {key: _pack_node(node[key], results) for key in _key_order(node)}
     return {key: packed[key] for key in node}
   if node_type in LEAF_TYPES:
     return next(results)
@@ -351,3 +351,37 @@ def _pack_node(node, results):
     leaves = [next(results) for _ in tf.nest.flatten(node)]
     return tf.nest.pack_sequence_as(node, leaves)
   return next(results)
+
+
+def flatten(structure):
+  """tf.nest.flatten, except that a dict whose keys do not sort is taken in its
+  own order, as TF1's Session took it: TF's `_HookedSession` fetches
+  `{'caller': fetches, hook: ...}`, keyed by hook objects. `pack` undoes it."""
+  try:
+    return tf.nest.flatten(structure)
+  except TypeError:
+    flat = []
+    _flatten_node(structure, flat)
+    return flat
+
+
+def _key_order(mapping):
+  try:
+    return sorted(mapping)
+  except TypeError:  # keys of several types: TF1's fetch dicts keyed by hooks
+    return list(mapping)
+
+
+def _flatten_node(node, flat):
+  node_type = type(node)
+  if node_type is dict:
+    for key in _key_order(node):
+      _flatten_node(node[key], flat)
+  elif node_type in (list, tuple) or (isinstance(node, tuple) and hasattr(node_type, '_fields')):
+    for child in node:
+      _flatten_node(child, flat)
+  elif node_type not in LEAF_TYPES and tf.nest.is_nested(node):
+    flat.extend(flatten(node))
+  else:
+    flat.append(node)
+

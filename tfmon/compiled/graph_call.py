@@ -108,7 +108,8 @@ class GraphCall:
   """Runs fetches of one captured graph (a `graph_capture.Graph`).
 
   Args:
-    graph: The graph, finalized by the session before its first run.
+    graph: The graph: finalized by a monitored session before its first run,
+      open under a plain `tf.compat.v1.Session`.
     stop_flag: Returns the bool variable that ends a fused loop when true (the
       session's CallCompiler's, which `request_stop_at_step_boundary` sets).
   """
@@ -155,7 +156,7 @@ class GraphCall:
 
   def run(self, fetches, feed_dict=None):
     """Runs `fetches` with `feed_dict`; returns numpy results shaped as `fetches`."""
-    flat = tf.nest.flatten(fetches)
+    flat = fetch_plan.flatten(fetches)
     key = (tuple(_leaf_key(leaf) for leaf in flat),
            tuple(_leaf_key(k) for k in feed_dict) if feed_dict else ())
     plan = self._plans.get(key)
@@ -215,7 +216,7 @@ class GraphCall:
     makes the last step an ordinary run of every fetch."""
     if max_steps <= 1:
       return 0
-    flat = tf.nest.flatten(fetches)[:loop_leaves]
+    flat = fetch_plan.flatten(fetches)[:loop_leaves]
     loop = self._loop_for(tuple(_leaf_key(leaf) for leaf in flat), flat, global_step)
     if loop is None:
       return 0
@@ -281,6 +282,9 @@ class GraphCall:
 
   def _function_for(self, plan, fed):
     """The function to run `plan`'s fetches with `fed` (see the module doc)."""
+    if not self.graph.finalized:  # a plain Session's graph grows between runs
+      self.graph.prepare_for_runs()
+      self._ops = {id(op): op for op in self.graph.get_operations()}
     if self._iterators is None:
       self._iterators = self._make_iterators()
     stops = {id(t.op) for t in fed} | {id(t.op) for t, _ in self._iterators}
@@ -482,7 +486,7 @@ class Mixed:
     feed_dict)`; `merge(graph results, step results)` gives the run's results.
     The graph part runs first (a hook's step function then sees what the
     training run did)."""
-    flat = tf.nest.flatten(fetches)
+    flat = fetch_plan.flatten(fetches)
     graph_feeds, step_feeds = {}, {}
     for mine, (key, value) in zip(self._feeds, (feed_dict or {}).items()):
       (graph_feeds if mine else step_feeds)[key] = value

@@ -57,6 +57,7 @@ class Graph(tf_internals.FuncGraph):
     # later graph's op of the same name.
     self._number = next(_graph_numbers)
     self._maybe_updates = []  # conds made in Keras layers' calls
+    self._prepared = 0  # how many ops prepare_for_runs has seen
 
   @contextlib.contextmanager
   def as_default(self):
@@ -206,16 +207,27 @@ class Graph(tf_internals.FuncGraph):
           'the input; or assign the value in a run after the session starts.') from None
 
   def finalize(self):
-    """Finalizes the graph, as TF1's sessions did, after giving each resource
-    op a shared name.
+    """Finalizes the graph, as TF1's monitored sessions did, once ready for
+    runs (`prepare_for_runs`)."""
+    self.prepare_for_runs()
+    super().finalize()
+
+  def prepare_for_runs(self):
+    """Gives each resource op a shared name, and orders reads before writes.
 
     A session runs subgraphs as separate pruned functions, and a resource op
     with an empty shared name (a lookup table) makes a new resource in each:
     the table one run initializes would not be the one another run reads. With
     a shared name every function finds the same one, as TF1's one graph had
     it. Iterators are shared otherwise (GraphCall feeds one handle to all).
+    A plain `tf.compat.v1.Session` leaves the graph open, as TF1's did: its
+    runs prepare the ops made since (a no-op when there are none).
     """
-    for op in self.get_operations():
+    operations = self.get_operations()
+    if len(operations) == self._prepared:
+      return
+    self._prepared = len(operations)
+    for op in operations:
       if op.type in _NOT_SHARED:
         continue
       try:
@@ -227,8 +239,7 @@ class Graph(tf_internals.FuncGraph):
         tf_internals.set_attr(op, 'shared_name', attr_value_pb2.AttrValue(
             s=f'tfmon_graph{self._number}_{op.name}'.encode()))
     with self.as_default():
-      _order_reads_before_writes(self.get_operations())
-    super().finalize()
+      _order_reads_before_writes(operations)
 
   def global_variables(self):
     """The graph's global variables, each once, in the order made (TF1's Saver's)."""
@@ -397,6 +408,8 @@ def _order_reads_before_writes(operations):
       if _waits_for_nothing(read):
         before = read if read.type in RESOURCE_READS else _outputs_done(read)
         for write in handle_writes:
+          if before in write.control_inputs:  # prepared before
+            continue
           tf_internals.add_control_input(write, before)
           added.append((write, before))
   return added

@@ -196,7 +196,7 @@ class RawSession(tf_internals.SessionInterface):
     self._check_open()
     self.calls_run += 1
     if self._graph_call is not None and self._graph_call.can_fuse(
-        tf.nest.flatten(fetches)[:loop_leaves]):
+        fetch_plan.flatten(fetches)[:loop_leaves]):
       # All but the last step in the graph's loop; the last, with every fetch
       # (hooks' included), is an ordinary run, so hooks see what it computed.
       steps_run = self._graph_call.run_loop(fetches, loop_leaves, max_steps,

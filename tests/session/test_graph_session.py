@@ -1,0 +1,144 @@
+"""TF's own sessions on a captured graph: `tf.compat.v1.Session`, `Supervisor`
+and TF's `MonitoredTrainingSession` run a `tfmon.Graph` as they run TF1's graph,
+checked against TF1's own graph mode running the same code."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmon
+
+
+def _regression(with_input=False):
+  """A seeded linear regression: (loss, train_op, feeds-or-None)."""
+  tf.compat.v1.set_random_seed(7)
+  if with_input:
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (np.ones([40, 3], np.float32), np.ones([40, 1], np.float32))).batch(4)
+    x, y = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+    feeds = None
+  else:
+    x = tf.compat.v1.placeholder(tf.float32, [None, 3], name='x')
+    y = tf.compat.v1.placeholder(tf.float32, [None, 1], name='y')
+    feeds = {x: np.ones([4, 3], np.float32), y: np.ones([4, 1], np.float32)}
+  weights = tf.compat.v1.get_variable('dense/kernel', [3, 1])
+  bias = tf.compat.v1.get_variable('dense/bias', [1], initializer=tf.compat.v1.zeros_initializer())
+  loss = tf.reduce_mean((tf.matmul(x, weights) + bias - y) ** 2, name='loss')
+  tf.compat.v1.summary.scalar('loss', loss)
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+      loss, global_step=global_step)
+  return loss, train_op, feeds
+
+
+def _plain_session_loop(graph_class, directory):
+  """The most common TF1 loop: Session, init op, feed_dict, Saver save/restore."""
+  with graph_class().as_default():
+    loss, train_op, feeds = _regression()
+    init = tf.compat.v1.global_variables_initializer()
+    saver = tf.compat.v1.train.Saver()
+    losses = []
+    with tf.compat.v1.Session() as sess:
+      assert tf.compat.v1.get_default_session() is sess
+      sess.run(init)
+      for _ in range(4):
+        _, value = sess.run([train_op, loss], feed_dict=feeds)
+        losses.append(value)
+      path = saver.save(sess, os.path.join(directory, 'model.ckpt'),
+                        global_step=tf.compat.v1.train.get_global_step())
+      evaluated = loss.eval(feed_dict=feeds)  # the default session's
+    with tf.compat.v1.Session() as sess:
+      saver.restore(sess, path)
+      restored = sess.run(tf.compat.v1.train.get_global_step())
+  return losses, evaluated, os.path.basename(path), restored
+
+
+def test_a_plain_session_loop_runs_as_in_tf1(tmp_path):
+  tf1 = _plain_session_loop(tf.Graph, str(tmp_path / 'tf1'))
+  ours = _plain_session_loop(tfmon.Graph, str(tmp_path / 'tfmon'))
+  np.testing.assert_allclose(ours[0], tf1[0], rtol=1e-6)
+  assert ours[1:] == pytest.approx(tf1[1:], rel=1e-6)
+  assert ours[2] == 'model.ckpt-4' and ours[3] == 4
+  # The checkpoint is TF1's Saver's: read by name.
+  assert sorted(name for name, _ in tf.train.list_variables(str(tmp_path / 'tfmon'))) == [
+      'dense/bias', 'dense/kernel', 'global_step']
+
+
+def _tf_monitored_training_session(graph_class, directory, last_step):
+  with graph_class().as_default():
+    loss, train_op, _ = _regression(with_input=True)
+    hooks = [tf.compat.v1.train.StopAtStepHook(last_step=last_step)]
+    losses = []
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        checkpoint_dir=directory, hooks=hooks, save_checkpoint_steps=3,
+        save_summaries_steps=2) as sess:
+      while not sess.should_stop():
+        losses.append(sess.run([train_op, loss])[1])
+  return losses
+
+
+def test_tfs_own_monitored_training_session_trains_saves_and_resumes_as_in_tf1(tmp_path):
+  for graph_class, name in ((tf.Graph, 'tf1'), (tfmon.Graph, 'tfmon')):
+    directory = str(tmp_path / name)
+    first = _tf_monitored_training_session(graph_class, directory, 6)
+    again = _tf_monitored_training_session(graph_class, directory, 9)
+    state = tf.train.get_checkpoint_state(directory)
+    if name == 'tf1':
+      expected = first, again, [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+      continue
+    np.testing.assert_allclose(first, expected[0], rtol=1e-6)
+    np.testing.assert_allclose(again, expected[1], rtol=1e-6)  # resumed from step 6
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == expected[2]
+    assert len(again) == 3
+    assert os.path.exists(state.model_checkpoint_path + '.meta')
+
+
+def _supervisor(graph_class, directory):
+  results = []
+  for _ in range(2):
+    with graph_class().as_default():
+      loss, train_op, feeds = _regression()
+      global_step = tf.compat.v1.train.get_global_step()
+      supervisor = tf.compat.v1.train.Supervisor(
+          logdir=directory, global_step=global_step, save_model_secs=0,
+          save_summaries_secs=0)
+      with supervisor.managed_session() as sess:
+        start = sess.run(global_step)
+        for _ in range(3):
+          _, value = sess.run([train_op, loss], feeds)
+        supervisor.saver.save(sess, supervisor.save_path, global_step=global_step)
+      results.append((start, value))
+  return results
+
+
+def test_a_supervisors_managed_session_initializes_restores_and_saves_as_in_tf1(tmp_path):
+  tf1 = _supervisor(tf.Graph, str(tmp_path / 'tf1'))
+  ours = _supervisor(tfmon.Graph, str(tmp_path / 'tfmon'))
+  assert [start for start, _ in ours] == [0, 3]
+  np.testing.assert_allclose([v for _, v in ours], [v for _, v in tf1], rtol=1e-6)
+
+
+def test_tfs_session_of_another_graph_is_tfs_own():
+  with tf.Graph().as_default():
+    sess = tf.compat.v1.Session()
+    assert type(sess) is tf.compat.v1.Session
+    sess.close()
+  with tfmon.Graph().as_default():
+    sess = tf.compat.v1.Session()
+    assert isinstance(sess, tfmon.train.Session)
+    sess.close()
+
+
+def test_a_remote_target_and_partial_runs_are_refused_with_the_fix():
+  with tfmon.Graph().as_default():
+    with pytest.raises(ValueError, match=r"target='grpc://localhost:2222'.*runs in this "
+                       'process only.*MultiWorkerMirroredStrategy'):
+      tf.compat.v1.Session('grpc://localhost:2222')
+    x = tf.compat.v1.placeholder(tf.float32, [])
+    with tf.compat.v1.Session() as sess:
+      with pytest.raises(NotImplementedError, match='partial_run is not supported.*one '
+                         'session.run'):
+        sess.partial_run_setup([x * 2], [x])
+      assert sess.make_callable(x * 2, [x])(3.0) == 6.0

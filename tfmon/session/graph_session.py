@@ -1,0 +1,140 @@
+"""Session: TF1's `tf.compat.v1.Session` for a captured graph.
+
+TF1 programs make their sessions themselves: a plain `tf.compat.v1.Session()`
+loop, `Supervisor.managed_session()`, TF's own `MonitoredTrainingSession`, and
+the libraries built on them (tf-slim's training loops) all end in
+`tf.compat.v1.Session(target, graph, config)`. TF's Session cannot run a
+captured graph (its variables are eager, their handles placeholders of the
+graph), so inside `with tfmon.Graph().as_default():`, or given such a graph,
+that call makes this session instead: TF1's Session API over a RawSession,
+whose runs are pruned functions of the graph (GraphCall). Elsewhere TF's
+Session is untouched.
+
+What it keeps of TF1's Session: `run(fetches, feed_dict, options,
+run_metadata)` with TF1's fetch and feed forms, `with sess:` making it the
+default session and its graph the default graph (`tensor.eval()`,
+`op.run()`), `as_default()`, `graph`, `graph_def`, `sess_str`,
+`list_devices()`, `make_callable()`, `close()`, and TF1's `Saver.save` and
+`restore` through it. `partial_run` is refused with the fix.
+"""
+
+import tensorflow as tf
+
+from tfmon import tf_internals
+from tfmon.compiled import graph_capture
+from tfmon.session.raw_session import RawSession
+
+
+class Session(RawSession):
+  """TF1's `tf.compat.v1.Session` on a captured graph (see the module doc).
+
+  Args:
+    target: TF1's execution engine to connect to; only '' (in-process) runs
+      here.
+    graph: The `tfmon.Graph` to run; by default, the default graph.
+    config: A `tf.compat.v1.ConfigProto`; eager TensorFlow sets devices and
+      threads for the whole process (`tf.config`), so it is not applied.
+
+  Raises:
+    ValueError: for a remote `target`, or a graph that is not a `tfmon.Graph`.
+  """
+
+  def __init__(self, target='', graph=None, config=None):
+    del config  # eager TensorFlow's settings are the process's (tf.config)
+    if target:
+      raise ValueError(
+          f'tf.compat.v1.Session(target={target!r}) on a tfmon.Graph: a captured '
+          'graph runs in this process only. Drop target; to train on several '
+          'processes, use tf.distribute.MultiWorkerMirroredStrategy with a tfmon '
+          'session, or TF1\'s own graph mode (tf.Graph).')
+    graph = graph if graph is not None else tf.compat.v1.get_default_graph()
+    if not isinstance(graph, graph_capture.Graph):
+      raise ValueError(
+          f'tfmon.train.Session runs a tfmon.Graph; got {graph!r}. Build the graph '
+          'inside `with tfmon.Graph().as_default():`.')
+    with graph.as_default():
+      super().__init__()
+    self._entered = []
+
+  @property
+  def graph_def(self):
+    return self.graph.as_graph_def()
+
+  @property
+  def sess_str(self):
+    return ''
+
+  def list_devices(self):
+    return [_SessionDevice(d.name, d.device_type)
+            for d in tf.config.list_logical_devices()]
+
+  def make_callable(self, fetches, feed_list=None, accept_options=False):
+    """A callable running `fetches` with `feed_list`'s values fed, as TF1's."""
+    feed_list = list(feed_list or ())
+
+    def call(*feed_args, **kwargs):
+      if len(feed_args) != len(feed_list):
+        raise TypeError(f'The callable takes {len(feed_list)} feed values, got '
+                        f'{len(feed_args)}.')
+      if kwargs and not accept_options:
+        raise TypeError(f'Unexpected arguments {sorted(kwargs)}: make the callable '
+                        'with accept_options=True to pass options and run_metadata.')
+      return self.run(fetches, dict(zip(feed_list, feed_args)), **kwargs)
+    return call
+
+  def partial_run_setup(self, fetches, feeds=None):
+    del fetches, feeds
+    raise NotImplementedError(
+        'partial_run is not supported on a tfmon.Graph: run the fetches in one '
+        'session.run with all their feeds.')
+
+  def partial_run(self, handle, fetches, feed_dict=None):
+    del handle, fetches, feed_dict
+    self.partial_run_setup(None)
+
+  def as_default(self):
+    """Makes this the default session (`tensor.eval()`, `op.run()`), as TF1's."""
+    return tf_internals.default_session(self)
+
+  def __enter__(self):
+    graph_default, session_default = self.graph.as_default(), self.as_default()
+    graph_default.__enter__()
+    session_default.__enter__()
+    self._entered.append((graph_default, session_default))
+    return self
+
+  def __exit__(self, exc_type, exc_value, traceback):
+    graph_default, session_default = self._entered.pop()
+    session_default.__exit__(exc_type, exc_value, traceback)
+    graph_default.__exit__(exc_type, exc_value, traceback)
+    self.close()
+
+
+class _SessionDevice:
+  """What TF1's `Session.list_devices()` listed for a device."""
+
+  def __init__(self, name, device_type):
+    self.name = name
+    self.device_type = device_type
+    self.memory_limit_bytes = 0
+    self.incarnation = 0
+
+
+def _tf_session_or_ours(cls, target='', graph=None, config=None):
+  """`tf.compat.v1.Session.__new__`: a tfmon Session for a captured graph."""
+  chosen = graph if graph is not None else tf.compat.v1.get_default_graph()
+  if cls is tf.compat.v1.Session and isinstance(chosen, graph_capture.Graph):
+    return Session(target, graph, config)
+  return object.__new__(cls)
+
+
+def let_tf_sessions_run_captured_graphs():
+  """Makes `tf.compat.v1.Session(...)` on a tfmon.Graph make a tfmon Session
+  (the module doc); TF's sessions of other graphs are made as before. Called
+  when a tfmon.Graph is first entered."""
+  tf_session = tf.compat.v1.Session
+  if tf_session.__dict__.get('__new__') is not _new:
+    tf_session.__new__ = _new
+
+
+_new = staticmethod(_tf_session_or_ours)
