@@ -313,3 +313,20 @@ def test_custom_gradients_traced_in_graph_mode_are_registered_and_can_be_forgott
   assert registered <= set(ops._gradient_registry._registry)  # pylint: disable=protected-access
   tf_internals.forget_custom_gradients(registered)
   assert not registered & set(ops._gradient_registry._registry)  # pylint: disable=protected-access
+
+
+def test_a_queue_of_a_captured_graph_is_eager_and_named_by_tfs_own_name():
+  # TF2's queues make their resource under init_scope: eager in a tfmon.Graph.
+  with tfmon.Graph().as_default():
+    queue = tf.compat.v1.FIFOQueue(10, tf.float32)
+    assert isinstance(queue.queue_ref, tf.__internal__.EagerTensor)
+    assert isinstance(queue.name, str)  # tf_internals.let_queues_of_captured_graphs_be_named
+  with tf.Graph().as_default():
+    assert tf.compat.v1.FIFOQueue(10, tf.float32, name='fifo').name == 'fifo'
+
+
+def test_a_session_can_be_made_the_default_one():
+  sentinel = object()
+  with tf_internals.default_session(sentinel):
+    assert tf.compat.v1.get_default_session() is sentinel
+  assert tf.compat.v1.get_default_session() is not sentinel

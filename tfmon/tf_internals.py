@@ -39,6 +39,7 @@ from tensorflow.python.framework import func_graph as _func_graph
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.framework import random_seed as _random_seed
 from tensorflow.python.framework import stack as _stack
+from tensorflow.python.ops import data_flow_ops as _data_flow_ops
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 from tensorflow.python.trackable import resource as _resource
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
@@ -262,6 +263,23 @@ def moving_averages_as_in_tf1_graph():
     yield
   finally:
     _moving_averages.ops = _moving_averages_ops
+
+
+# TF2's queues make their resource under `init_scope`: in a captured graph an
+# eager tensor, whose `.op` TF1's `QueueBase.name` (and so QueueRunner) reads.
+_queue_name = _data_flow_ops.QueueBase.name
+
+
+def _name_of_queue(queue):
+  if isinstance(queue.queue_ref, _ops.EagerTensor):
+    return queue._name  # pylint: disable=protected-access
+  return _queue_name.fget(queue)
+
+
+def let_queues_of_captured_graphs_be_named():
+  """`QueueBase.name` of a queue whose resource is eager: the name TF gave it
+  then (`_name`), where TF1 read its op's."""
+  _data_flow_ops.QueueBase.name = property(_name_of_queue, doc=_queue_name.__doc__)
 
 
 # TensorFlow's lazily loaded Keras modules that TF1 code uses, and tf_keras'

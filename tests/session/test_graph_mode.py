@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 
 import numpy as np
 import pytest
@@ -204,11 +203,6 @@ def test_what_a_captured_graph_cannot_run_is_refused_at_creation_with_the_fix():
       tfmon.train.MonitoredSession(strategy=tf.distribute.OneDeviceStrategy('/cpu:0'))
     with pytest.raises(ValueError, match=r'jit_compile=True with a captured TF1 graph'):
       tfmon.train.MonitoredSession(jit_compile=True)
-    # What tf.compat.v1.train.string_input_producer and the like register.
-    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS,
-                                   types.SimpleNamespace(name='input_producer'))
-    with pytest.raises(ValueError, match=r'queue runners.*tf\.data'):
-      tfmon.train.MonitoredSession()
 
 
 def test_tf1_v1_layers_and_rnn_cells_build_with_tf_keras_installed():

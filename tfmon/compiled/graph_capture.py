@@ -63,6 +63,7 @@ class Graph(tf_internals.FuncGraph):
   def as_default(self):
     _route_v1_layers_to_tf_keras()
     _average_tensors_as_tf1_did()
+    tf_internals.let_queues_of_captured_graphs_be_named()
     # One creator however deeply entered (TF1 code re-enters its graph).
     creator = (contextlib.nullcontext() if self._entered else
                tf.variable_creator_scope(self._create_variable))

@@ -92,10 +92,3 @@ def refuse_unsupported(graph, strategy, jit_compile):
     raise ValueError(
         f'jit_compile={jit_compile!r} with a captured TF1 graph is not supported: '
         'leave it unset, or build the model as a step function.')
-  queue_runners = graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
-  if queue_runners:
-    raise ValueError(
-        f'The graph has queue runners ({[q.name for q in queue_runners]}), which a '
-        'tfmon session does not start (TF1 input pipelines built on queues hang '
-        'without them). Read the input with tf.data instead: '
-        'tf.compat.v1.data.make_one_shot_iterator(dataset).get_next().')

@@ -14,7 +14,7 @@ What it keeps of TF1's Session: `run(fetches, feed_dict, options,
 run_metadata)` with TF1's fetch and feed forms, `with sess:` making it the
 default session and its graph the default graph (`tensor.eval()`,
 `op.run()`), `as_default()`, `graph`, `graph_def`, `sess_str`,
-`list_devices()`, `make_callable()`, `close()`, and TF1's `Saver.save` and
+`list_devices()`, `make_callable()` (RawSession's), `close()`, and TF1's `Saver.save` and
 `restore` through it. `partial_run` is refused with the fix.
 """
 
@@ -67,20 +67,6 @@ class Session(RawSession):
   def list_devices(self):
     return [_SessionDevice(d.name, d.device_type)
             for d in tf.config.list_logical_devices()]
-
-  def make_callable(self, fetches, feed_list=None, accept_options=False):
-    """A callable running `fetches` with `feed_list`'s values fed, as TF1's."""
-    feed_list = list(feed_list or ())
-
-    def call(*feed_args, **kwargs):
-      if len(feed_args) != len(feed_list):
-        raise TypeError(f'The callable takes {len(feed_list)} feed values, got '
-                        f'{len(feed_args)}.')
-      if kwargs and not accept_options:
-        raise TypeError(f'Unexpected arguments {sorted(kwargs)}: make the callable '
-                        'with accept_options=True to pass options and run_metadata.')
-      return self.run(fetches, dict(zip(feed_list, feed_args)), **kwargs)
-    return call
 
   def partial_run_setup(self, fetches, feeds=None):
     del fetches, feeds

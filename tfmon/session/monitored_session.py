@@ -125,6 +125,13 @@ class _CoordinatedSessionCreator(SessionCreator):
       session.seed_graph_fetches(graph_mode.tensors_held_by(self._hooks))
     # Like v1, no exception type is a "clean" stop: all of them propagate.
     self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
+    graph = session.graph
+    if graph is not None and graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS):
+      # As TF1: threads running the enqueue ops until the coordinator stops
+      # them (the session's close joins them); a closed queue ends the input
+      # with OutOfRangeError.
+      with graph.graph_mode():
+        tf.compat.v1.train.start_queue_runners(sess=session, coord=self.coord)
     for hook in self._hooks:
       hook.after_create_session(self.tf_sess, self.coord)
     return CoordinatedSession(

@@ -159,6 +159,20 @@ class RawSession(tf_internals.SessionInterface):
     self.calls_run += 1
     return self._compiler.run(fetches, feed_dict)
 
+  def make_callable(self, fetches, feed_list=None, accept_options=False):
+    """A callable running `fetches` with `feed_list`'s values fed, as TF1's."""
+    feed_list = list(feed_list or ())
+
+    def call(*feed_args, **kwargs):
+      if len(feed_args) != len(feed_list):
+        raise TypeError(f'The callable takes {len(feed_list)} feed values, got '
+                        f'{len(feed_args)}.')
+      if kwargs and not accept_options:
+        raise TypeError(f'Unexpected arguments {sorted(kwargs)}: make the callable '
+                        'with accept_options=True to pass options and run_metadata.')
+      return self.run(fetches, dict(zip(feed_list, feed_args)), **kwargs)
+    return call
+
   def _run_graph(self, fetches, feed_dict):
     """Runs `fetches` on the captured graph, or returns STEP_FUNCTIONS for a run
     of step functions only (the compiler's). A run of both (a tfmon hook's step
