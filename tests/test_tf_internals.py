@@ -196,6 +196,26 @@ def test_v1_keras_modules_are_lazy_in_tensorflow_and_in_tf_keras():
   assert not tf_internals.in_tf_keras_layer_call()
 
 
+
+def test_keras_lazy_loaders_pick_their_package_on_first_use_and_can_take_tf_keras():
+  pytest.importorskip('tf_keras')
+  from tensorflow.python.util import lazy_loader  # pylint: disable=g-import-not-at-top
+  tf_internals.route_keras_loaders_to_tf_keras()
+  # Made as TensorFlow's API module makes them; a script may hold one.
+  parent = {}
+  layers = lazy_loader.KerasLazyLoader(
+      parent, submodule='__internal__.legacy.layers', name='layers', mode='v1')
+  rnn_cell = lazy_loader.KerasLazyLoader(
+      parent, submodule='__internal__.legacy.rnn_cell', name='rnn_cell', mode='v1')
+  assert tf_internals.is_lazy_keras_module(layers)
+  assert not vars(layers)['_tfll_initialized']
+  tf_keras_layers = tf_internals.tf_keras_v1_module('tf.compat.v1.layers')
+  assert layers.dense is tf_keras_layers.dense and parent['layers'] is tf_keras_layers
+  assert rnn_cell.GRUCell is tf_internals.tf_keras_v1_module('tf.compat.v1.nn.rnn_cell').GRUCell
+  keras = lazy_loader.KerasLazyLoader({}, mode='v2')  # other loaders: TF's routing
+  assert keras.layers.Dense.__module__.startswith('keras.')
+
+
 def _instances():
   """One object of each class in TF_STATE, made as TF1 code makes it."""
   hooks = tf.compat.v1.train

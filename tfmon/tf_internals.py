@@ -22,6 +22,7 @@ Groups, by who asks:
 
 import contextlib
 import importlib
+import importlib.util
 import itertools
 import sys
 import threading
@@ -45,6 +46,7 @@ from tensorflow.python.trackable import resource as _resource
 from tensorflow.python.training import basic_session_run_hooks as _tf_hooks
 from tensorflow.python.training import checkpoint_ops as _checkpoint_ops
 from tensorflow.python.training import moving_averages as _moving_averages
+from tensorflow.python.util import lazy_loader as _lazy_loader
 
 
 # ---------------------------------------------------------------- compiled calls
@@ -309,6 +311,47 @@ def is_lazy_keras_module(module):
 def tf_keras_v1_module(name):
   """tf_keras' v1 module for `name`, a key of V1_KERAS_MODULES."""
   return importlib.import_module(V1_KERAS_MODULES[name])
+
+
+# A loader picks its package when first used (`KerasLazyLoader._initialize`);
+# wrapped, it takes tf_keras' for a v1 module whatever holds it. Without these
+# internals (a later TF), TensorFlow's routing and error stand for aliases.
+CAN_ROUTE_KERAS_LOADERS = hasattr(getattr(_lazy_loader, 'KerasLazyLoader', None),
+                                  '_initialize')
+
+# A loader's `submodule` (of Keras' v1 API) -> tf_keras' module for it.
+_TF_KERAS_BY_SUBMODULE = {module.rsplit('keras.', 1)[1]: module
+                          for module in V1_KERAS_MODULES.values()}
+
+
+def route_keras_loaders_to_tf_keras():
+  """Makes every lazy loader of a V1_KERAS_MODULES module that TensorFlow routes
+  to Keras 3 (which has none of them) load tf_keras' module instead, on first
+  use, as TensorFlow itself does under TF_USE_LEGACY_KERAS. Also a loader a
+  script holds in an alias taken before (`layers = tf.compat.v1.layers`, `from
+  tensorflow.compat.v1 import layers`), and those TensorFlow makes anew when
+  `tensorflow.compat.v1` is imported (importing tf_keras does). Once per
+  process; without tf_keras installed, nothing changes."""
+  if not CAN_ROUTE_KERAS_LOADERS:
+    return
+  loader_class = _lazy_loader.KerasLazyLoader
+  initialize = loader_class._initialize  # pylint: disable=protected-access
+  if getattr(initialize, 'routes_to_tf_keras', False):
+    return
+
+  def _initialize(loader):
+    initialize(loader)
+    state = vars(loader)  # getattr would load the module
+    module = _TF_KERAS_BY_SUBMODULE.get(state.get('_tfll_submodule'))
+    if (module is not None and state.get('_tfll_mode') == 'v1' and
+        state.get('_tfll_keras_version') == 'keras_3' and
+        importlib.util.find_spec('tf_keras') is not None):
+      loader._tfll_keras_version = 'tf_keras'  # pylint: disable=protected-access
+      _lazy_loader.LazyLoader.__init__(
+          loader, state['_tfll_name'], state['_tfll_parent_module_globals'], module)
+
+  _initialize.routes_to_tf_keras = True
+  loader_class._initialize = _initialize  # pylint: disable=protected-access
 
 
 def in_tf_keras_layer_call():

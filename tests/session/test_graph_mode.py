@@ -1,6 +1,7 @@
 """TF1 graph code under `with tfmon.Graph().as_default():` (SPEC section 8)."""
 
 import gc
+import json
 import logging
 import os
 import subprocess
@@ -228,6 +229,55 @@ def test_tf1_v1_layers_and_rnn_cells_build_with_tf_keras_installed():
         'rnn/multi_rnn_cell/cell_1/gru_cell/candidate/bias'}  # TF1's names
     with tfmon.train.MonitoredSession() as sess:
       assert sess.run(outputs).shape == (2, 5, 3)
+
+
+
+_V1_LAYERS_BY_ALIAS = '''
+import json
+import numpy as np
+import tensorflow as tf
+from tensorflow.compat.v1 import layers  # aliases of TF's lazy loaders,
+rnn_cell = tf.compat.v1.nn.rnn_cell       # taken before tfmon is used
+import tf_keras  # pylint: disable=unused-import  (TF makes its loaders anew)
+import tfmon
+
+
+def build():
+  x = tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 1], name='x')
+  ones = tf.compat.v1.ones_initializer()
+  y = layers.conv2d(x, 2, 3, name='conv', kernel_initializer=ones)
+  cell = rnn_cell.GRUCell(2, kernel_initializer=ones)
+  outputs, _ = tf.compat.v1.nn.dynamic_rnn(cell, tf.reshape(y, [-1, 4, 2]),
+                                           dtype=tf.float32)
+  return x, outputs
+
+
+batch = np.arange(32, dtype=np.float32).reshape(2, 4, 4, 1) / 32
+for graph, train in ((tfmon.Graph, tfmon.train), (tf.Graph, tf.compat.v1.train)):
+  with graph().as_default():
+    x, outputs = build()
+    names = sorted(v.op.name for v in tf.compat.v1.global_variables())
+    with train.MonitoredSession() as sess:
+      print(json.dumps([names, sess.run(outputs, feed_dict={x: batch}).tolist()]))
+'''
+
+
+@pytest.mark.slow
+def test_v1_layers_aliased_before_tfmon_is_used_build_with_tf_keras():
+  pytest.importorskip('tf_keras')
+  # Aliases live from the script's start: in a process of its own.
+  env = {k: v for k, v in os.environ.items() if k != 'TF_USE_LEGACY_KERAS'}
+  printed = subprocess.run(
+      [sys.executable, '-c', _V1_LAYERS_BY_ALIAS], capture_output=True, text=True,
+      timeout=120, env=env)
+  assert printed.returncode == 0, printed.stderr[-2000:]
+  (ours_names, ours), (tf1_names, tf1) = map(json.loads, printed.stdout.splitlines())
+  assert ours_names == tf1_names == [
+      'conv/bias', 'conv/kernel', 'rnn/gru_cell/candidate/bias',
+      'rnn/gru_cell/candidate/kernel', 'rnn/gru_cell/gates/bias',
+      'rnn/gru_cell/gates/kernel']
+  assert np.shape(ours) == (2, 4, 2)
+  np.testing.assert_allclose(ours, tf1, rtol=1e-5)
 
 
 def test_tfs_own_hooks_run_as_in_tf1_with_a_tf1_saver(tmp_path):

@@ -595,12 +595,16 @@ def _route_v1_layers_to_tf_keras():
   the module was first used, which would also route `tf.keras`. So only these
   are pointed at tf_keras, where TensorFlow keeps them, through stand-ins that
   import tf_keras on first use: the import takes 0.2 s, which a graph without
-  v1 layers need not pay.
+  v1 layers need not pay. A script's alias of TensorFlow's loader, taken before
+  (`layers = tf.compat.v1.layers` at its top), loads tf_keras' module when first
+  used (tf_internals.route_keras_loaders_to_tf_keras); the stand-ins also say
+  how to install tf_keras when it is missing.
   """
   if not _layers_routed:
     _layers_routed.append(os.environ.get('TF_USE_LEGACY_KERAS') is None)
   if not _layers_routed[0]:
     return
+  tf_internals.route_keras_loaders_to_tf_keras()
   # Checked at every entry: importing tf_keras sets TensorFlow's loader again.
   for name in tf_internals.V1_KERAS_MODULES:
     holders, attribute = tf_internals.v1_keras_module_holders(name)
