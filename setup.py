@@ -16,7 +16,8 @@ setuptools.setup(
     ],
     extras_require={
         # pandas: pandas_input_fn's tests; tf_keras: tf.compat.v1.layers and the
-        # estimator tests that build v1 layers (the tensorflow wheel does not bring it)
-        'test': ['pytest', 'pandas', 'tf_keras'],
+        # estimator tests that build v1 layers (the tensorflow wheel does not bring
+        # it); tf-slim: real TF1 training loops run on a captured graph
+        'test': ['pytest', 'pandas', 'tf_keras', 'tf-slim'],
     },
 )
