@@ -4,6 +4,7 @@ import gc
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -1086,7 +1087,49 @@ def test_tf1_scripts_that_turn_off_v2_behavior_are_told_to_keep_it():
       "tfmon runs on TensorFlow 2's eager runtime, which "
       'tf.compat.v1.disable_v2_behavior() or disable_eager_execution() turned off '
       'for this process. Remove that call: `with tfmon.Graph().as_default():` runs '
-      'TF1 graph code as it is, and a tfmon session runs that graph.'] * 2
+      'TF1 graph code as it is, and a tfmon session runs that graph. If the code '
+      'reads TF1 shapes (`Dimension.value`, as in `x.shape[1].value`), call '
+      'tf.compat.v1.disable_v2_tensorshape() in its place: it keeps the eager '
+      'runtime on.'] * 2
+
+
+def _tf1_shapes_job(graph, train):
+  """TF1 code reading TF1 shapes: losses of three runs, and the message of a
+  feed of the wrong shape."""
+  with graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+    assert isinstance(x.shape[1], tf.compat.v1.Dimension)
+    weights = tf.compat.v1.get_variable(
+        'w', [x.shape[1].value, 3], initializer=tf.compat.v1.ones_initializer())
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, weights)))
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
+        loss, global_step=global_step)
+    xb, _ = _batch()
+    with train.MonitoredSession() as sess:
+      losses = [sess.run([train_op, loss], feed_dict={x: xb})[1] for _ in range(3)]
+      with pytest.raises(ValueError) as error:
+        sess.run(loss, feed_dict={x: np.zeros([2, 5])})
+  return losses, str(error.value)
+
+
+def test_tf1_tensorshapes_keep_the_eager_runtime_and_run_under_tfmon():
+  # What a TF1 script reading `Dimension.value` calls instead of
+  # disable_v2_behavior(); process-wide, undone at the end.
+  tf.compat.v1.disable_v2_tensorshape()
+  try:
+    assert tf.compat.v1.executing_eagerly_outside_functions()
+    ours, message = _tf1_shapes_job(tfmon.Graph, tfmon.train)
+    expected, tf1_message = _tf1_shapes_job(tf.Graph, tf.compat.v1.train)
+    with tfmon.train.MonitoredSession() as sess:  # step functions' feeds too
+      sums = [sess.run(lambda x: tf.reduce_sum(x), feed_dict={'x': np.ones([n, 3])})
+              for n in (2, 5, 7)]  # a new shape relaxes the trace once
+  finally:
+    tf.compat.v1.enable_v2_tensorshape()
+  np.testing.assert_allclose(ours, expected, rtol=1e-6)
+  shapes = r'Cannot feed value of shape \(2, 5\) for Tensor .?x:0.?, which has shape \(\?, 4\)'
+  assert re.match(shapes, tf1_message) and re.match(shapes, message), (message, tf1_message)
+  assert sums == [6.0, 15.0, 21.0]
 
 
 def test_tf1_reference_variables_become_resource_variables():

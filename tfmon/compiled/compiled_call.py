@@ -116,7 +116,8 @@ def _zeros(spec):
         f'A step function of a fused run returns a {spec.dtype.name} tensor, which '
         'cannot be carried from one step of the loop to the next. Return '
         'numeric, boolean or string tensors, or use steps_per_loop=1.')
-  shape = [0 if d is None else d for d in spec.shape] if spec.shape.rank is not None else []
+  shape = ([0 if d is None else d for d in spec.shape.as_list()]
+           if spec.shape.rank is not None else [])
   return tf.zeros(shape, spec.dtype)
 
 
@@ -254,7 +255,9 @@ class CompiledCall:
     """
     if self._feed_keys:
       tensors = [_feed_tensor(k, feed_dict[k]) for k in self._feed_keys]
-      signature = tuple((t.dtype, tuple(t.shape)) for t in tensors)
+      # Ints, also under TF1's shapes (disable_v2_tensorshape): not Dimensions,
+      # which are unhashable.
+      signature = tuple((t.dtype, tuple(t.shape.as_list())) for t in tensors)
     else:
       tensors = []
       signature = ()
@@ -326,7 +329,8 @@ class CompiledCall:
       if all(spec is not None for spec in relaxed):
         specs[:nf] = relaxed
     self._specs = specs[:nf]
-    relaxed_signature = tuple((spec.dtype, tuple(spec.shape)) for spec in specs[:nf])
+    relaxed_signature = tuple((spec.dtype, tuple(spec.shape.as_list()))
+                              for spec in specs[:nf])
     compiled = functions.by_specs.get(relaxed_signature)
     if compiled is not None:  # this shape fits the function of a relaxed one
       functions.compiled[signature] = compiled

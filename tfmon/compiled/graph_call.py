@@ -459,7 +459,7 @@ class GraphCall:
                         f'{dtype.name}: {e}') from None
       if not shape.is_compatible_with(value.shape):
         raise ValueError(
-            f'Cannot feed value of shape {tuple(value.shape)} for Tensor '
+            f'Cannot feed value of shape {tuple(value.shape.as_list())} for Tensor '
             f'{tensor.name!r}, which has shape {shape}')
       feeds.append((tensor, value))
     return feeds

@@ -352,13 +352,21 @@ def slice_of_whole(variable):
 def require_eager_runtime():
   """Raises unless TensorFlow 2's eager runtime is on, which
   `tf.compat.v1.disable_v2_behavior()` (the TF1-to-TF2 migration guide's first
-  line) and `disable_eager_execution()` turn off for the whole process."""
+  line) and `disable_eager_execution()` turn off for the whole process.
+
+  TF1 code that reads TF1's shapes (`x.shape[1].value`) still needs one of
+  the things `disable_v2_behavior()` does: `disable_v2_tensorshape()`, which
+  leaves the eager runtime on, and which the message names.
+  """
   if not tf.compat.v1.executing_eagerly_outside_functions():
     raise RuntimeError(
         'tfmon runs on TensorFlow 2\'s eager runtime, which '
         'tf.compat.v1.disable_v2_behavior() or disable_eager_execution() turned '
         'off for this process. Remove that call: `with tfmon.Graph().as_default():` '
-        'runs TF1 graph code as it is, and a tfmon session runs that graph.')
+        'runs TF1 graph code as it is, and a tfmon session runs that graph. If the '
+        'code reads TF1 shapes (`Dimension.value`, as in `x.shape[1].value`), call '
+        'tf.compat.v1.disable_v2_tensorshape() in its place: it keeps the eager '
+        'runtime on.')
 
 
 def capture_graph(build):

@@ -258,7 +258,7 @@ class StepGraph:
       names: Graph tensor names the caller needs. A name not yet asked for that
         exists in the traced graph makes one more trace, which outputs it.
     """
-    signature = tuple((k, s.dtype, tuple(s.shape)) for k, s in feed_specs.items())
+    signature = tuple((k, s.dtype, tuple(s.shape.as_list())) for k, s in feed_specs.items())
     traced = self._traced.get(signature)
     new = [n for n in names if n not in self._names]
     if new:
