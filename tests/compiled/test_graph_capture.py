@@ -7,6 +7,7 @@ import importlib
 import threading
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import tfmon
@@ -90,3 +91,34 @@ def test_a_partitioned_variables_parts_say_which_slice_of_the_whole_they_are():
   assert [graph_capture.slice_of_whole(part) for part in parts] == [
       ('emb', (slice(0, 5), slice(0, 4))), ('emb', (slice(5, 10), slice(0, 4)))]
   assert graph_capture.slice_of_whole(tf.Variable(1.0)) is None
+
+
+def test_tf_keras_layers_and_their_slots_get_tf1s_names():
+  # tf_keras makes weights eagerly under init_scope, in a name scope TF1's
+  # init_scope kept: a Sequential's inner layers are 'sequential/dense/...'.
+  tf_keras = pytest.importorskip('tf_keras')
+
+  def build():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    sequential = tf_keras.Sequential([tf_keras.layers.Dense(3),
+                                      tf_keras.layers.BatchNormalization(),
+                                      tf_keras.layers.Dense(2, name='hidden')])
+    y = sequential(x)
+    sequential(x)  # called again: the same weights
+    inputs = tf_keras.Input((2,))
+    z = tf_keras.Model(inputs, tf_keras.layers.Dense(2)(inputs))(y)
+    with tf.compat.v1.variable_scope('scope'):
+      a = tf_keras.layers.Dense(2)(z)
+      b = tf.compat.v1.layers.dense(z, 2)
+    with tf.name_scope('names'):
+      c = tf_keras.layers.Dense(2, name='inner')(z)
+    loss = tf.reduce_sum(a) + tf.reduce_sum(b) + tf.reduce_sum(c)
+    tf.compat.v1.train.AdamOptimizer().minimize(loss)
+    return sorted(v.name for v in tf.compat.v1.global_variables())
+
+  with tfmon.Graph().as_default():  # first: it routes v1 layers to tf_keras
+    ours = build()
+  with tf.Graph().as_default():
+    tf1 = build()
+  assert 'sequential/dense/kernel:0' in tf1 and 'sequential/hidden/bias/Adam:0' in tf1
+  assert ours == tf1

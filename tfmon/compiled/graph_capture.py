@@ -153,9 +153,12 @@ class Graph(tf_internals.FuncGraph):
       # A device function (dynamic_rnn's `lambda op: op.device`) says where
       # graph variables cache their reads; an eager variable takes none.
       kwargs['caching_device'] = None
-    # Under init_scope (a v1 optimizer's slots) the graph is entered again;
-    # in graph code, not: entering resets the name scope.
-    with contextlib.nullcontext() if in_graph_code else self.as_default():
+    # Under init_scope (a v1 optimizer's slots, tf_keras' weights) the graph is
+    # entered again, in the scope TF1's init_scope kept (_outer_scope); in
+    # graph code, not: entering resets the name scope.
+    outer_scope = None if in_graph_code else self._outer_scope()
+    with contextlib.nullcontext() if in_graph_code else self.as_default(), \
+        tf.compat.v1.name_scope(outer_scope):
       # The name TF1 gave the variable's op: its scope's, taken once here, so
       # the captured handle's op is named exactly so ('global_step', not
       # 'global_step_1': TF1 hooks build names and tags from it).
@@ -180,6 +183,19 @@ class Graph(tf_internals.FuncGraph):
       variable._tfmon_initial_value = initial  # pylint: disable=protected-access
       variable._tfmon_initializer = None  # pylint: disable=protected-access
     return variable
+
+  def _outer_scope(self):
+    """The name scope, absolute, a variable made eagerly under `init_scope` is
+    named in, as TF1's init_scope kept the graph's: the graph's scope and the
+    eager one entered since (tf_keras names a Sequential's inner layer's
+    weights in 'dense/' eagerly, within the graph's 'sequential'), or None."""
+    eager_scope = tf.get_current_name_scope()
+    if not eager_scope:
+      return None
+    graph_scope = self.get_name_scope()
+    if graph_scope and not (eager_scope + '/').startswith(graph_scope + '/'):
+      eager_scope = f'{graph_scope}/{eager_scope}'
+    return eager_scope + '/'
 
   def _builds_here(self):
     """Whether graph code of this graph is running: the default graph is this
