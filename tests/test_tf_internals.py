@@ -216,6 +216,21 @@ def test_keras_lazy_loaders_pick_their_package_on_first_use_and_can_take_tf_kera
   assert keras.layers.Dense.__module__.startswith('keras.')
 
 
+
+def test_datasets_built_in_functions_take_dummy_resources_one_shot_iterators_copy():
+  tf_internals.let_one_shot_iterators_capture_dummy_dataset_resources()
+
+  def make():
+    dataset = tf.data.Dataset.range(4).cache().shuffle(4, seed=1)
+    return tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+
+  wrapped = tf.compat.v1.wrap_function(make, [])  # a function graph, as tfmon.Graph
+  types = {op.type for op in wrapped.graph.get_operations()}
+  assert {'DummySeedGenerator', 'DummyMemoryCache', 'OneShotIterator'} <= types
+  from tensorflow.python.data.util import traverse  # pylint: disable=g-import-not-at-top
+  assert {'DummySeedGenerator', 'DummyMemoryCache'} <= set(traverse.OP_TYPES_ALLOWLIST)
+
+
 def _instances():
   """One object of each class in TF_STATE, made as TF1 code makes it."""
   hooks = tf.compat.v1.train

@@ -30,6 +30,7 @@ import types
 
 import tensorflow as tf
 from tensorflow.python.client import session as _tf_session
+from tensorflow.python.data.util import traverse as _dataset_traverse
 from tensorflow.python.eager import cancellation as _cancellation
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import execute as _execute
@@ -282,6 +283,25 @@ def let_queues_of_captured_graphs_be_named():
   """`QueueBase.name` of a queue whose resource is eager: the name TF gave it
   then (`_name`), where TF1 read its op's."""
   _data_flow_ops.QueueBase.name = property(_name_of_queue, doc=_queue_name.__doc__)
+
+
+# The dummy resources TF2's dataset ops take when built in a function graph (a
+# tfmon.Graph is one), where TF1's graph built ops without them: `shuffle` and
+# `Dataset.random` a seed generator, `cache` a memory cache. Each only tells
+# the dataset op to make its own, as TF1's did.
+_DUMMY_DATASET_RESOURCES = ('DummySeedGenerator', 'DummyMemoryCache')
+
+
+def let_one_shot_iterators_capture_dummy_dataset_resources():
+  """Lets `make_one_shot_iterator` copy those dummy ops into its dataset
+  factory, as it copies dataset ops (`traverse.OP_TYPES_ALLOWLIST`, where TF
+  lists its own such dummy, DummyIterationCounter). Without it, a shuffled
+  dataset's one-shot iterator fails in a captured graph ("Cannot capture a
+  stateful node (name:DummySeedGenerator...) by value"); without the list (a
+  later TF), that error stands."""
+  allowlist = getattr(_dataset_traverse, 'OP_TYPES_ALLOWLIST', None)
+  if isinstance(allowlist, list):
+    allowlist.extend(op for op in _DUMMY_DATASET_RESOURCES if op not in allowlist)
 
 
 # TensorFlow's lazily loaded Keras modules that TF1 code uses, and tf_keras'

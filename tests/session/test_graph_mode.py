@@ -401,6 +401,37 @@ def test_a_one_shot_iterator_continues_across_runs_with_other_fetches():
   assert seen == list(range(10))  # and the data running out ended the loop
 
 
+
+def _shuffled_batches(graph, train, seed):
+  """Every batch of one-shot iterators over shuffled and cached datasets, as
+  the docs recommend them, until the data runs out."""
+  with graph().as_default():
+    tf.compat.v1.set_random_seed(seed)
+    noise = tf.data.Dataset.range(10).map(
+        lambda i: i + tf.random.uniform([], 0, 100, tf.int64))
+    datasets = [tf.data.Dataset.range(10).shuffle(10),  # reshuffled each epoch
+                tf.data.Dataset.range(10).shuffle(10, reshuffle_each_iteration=False),
+                noise.cache().shuffle(4, seed=7)]  # the same values each epoch
+    batches = [tf.compat.v1.data.make_one_shot_iterator(d.batch(5).repeat(2)).get_next()
+               for d in datasets]
+    with train.MonitoredSession() as sess:
+      fetched = []
+      while not sess.should_stop():
+        fetched.append([b.tolist() for b in sess.run(batches)])
+  return fetched
+
+
+def test_one_shot_iterators_of_shuffled_and_cached_datasets_give_tf1s_batches():
+  expected = _shuffled_batches(tf.Graph, tf.compat.v1.train, seed=3)
+  assert len(expected) == 4
+  assert sorted(expected[0][0] + expected[1][0]) == list(range(10))
+  assert expected[:2] != expected[2:]  # the first reshuffles each epoch
+  assert [b[1] for b in expected[:2]] == [b[1] for b in expected[2:]]
+  assert _shuffled_batches(tfmon.Graph, tfmon.train, seed=3) == expected
+  unseeded = _shuffled_batches(tfmon.Graph, tfmon.train, seed=None)
+  assert sorted(unseeded[0][0] + unseeded[1][0]) == list(range(10))
+
+
 def test_step_functions_and_the_captured_graph_mix_in_one_session():
   with tfmon.Graph().as_default():
     global_step, x, y, _, loss, _, train_op = _tf1_model()

@@ -64,6 +64,7 @@ class Graph(tf_internals.FuncGraph):
     _route_v1_layers_to_tf_keras()
     _average_tensors_as_tf1_did()
     tf_internals.let_queues_of_captured_graphs_be_named()
+    tf_internals.let_one_shot_iterators_capture_dummy_dataset_resources()
     # One creator however deeply entered (TF1 code re-enters its graph).
     creator = (contextlib.nullcontext() if self._entered else
                tf.variable_creator_scope(self._create_variable))
