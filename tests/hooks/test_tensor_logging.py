@@ -265,3 +265,64 @@ def test_wrong_types_fail_at_construction():
 def test_repeated_name_in_a_list_is_logged_twice_as_v1(caplog):
   _run([LoggingTensorHook(['step', 'step'], every_n_iter=1)], runs=1)
   assert _logged(caplog) == [('step = 1, step = 1', False)]
+
+
+class _CountsFromOne(LoggingTensorHook):
+  """Written against TF's class: counts the run before TF's check (1-based
+  iterations), so its after_run logs without counting."""
+
+  def before_run(self, run_context):
+    self._iter_count += 1
+    return super().before_run(run_context)
+
+  def after_run(self, run_context, run_values):
+    if self._should_trigger:
+      self._log_tensors(run_values.results)
+
+
+class _OwnTrigger(LoggingTensorHook):
+  """Written against TF's class: before_run is TF's, plus the iteration kept."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.logged_at = []
+
+  def before_run(self, run_context):
+    self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
+    if self._should_trigger:
+      self.logged_at.append(self._iter_count)
+      return tfmon.train.SessionRunArgs(self._current_tensors)
+    return None
+
+
+@pytest.mark.parametrize('steps_per_loop', [1, 4])
+def test_subclasses_counting_iterations_themselves_log_as_on_tfs_class(
+    caplog, steps_per_loop):
+  step = _counting_step()
+  shifted = _CountsFromOne(['step'], every_n_iter=10)
+  own = _OwnTrigger(['loss'], every_n_iter=10)
+  with tfmon.train.MonitoredSession(hooks=[shifted, own],
+                                    steps_per_loop=steps_per_loop) as sess:
+    for _ in range(25):
+      sess.run(tfmon.train.op(step))
+  # TF's class in TF1 graph mode: runs 0, 10 and 20 (steps 1, 11, 21) both.
+  assert [text for text, _ in _logged(caplog) if text.startswith('step')] == [
+      'step = 1', 'step = 11', 'step = 21']
+  assert own.logged_at == [0, 10, 20]
+
+
+def test_a_subclass_finds_tfs_timer_and_current_tensors_in_begin(caplog):
+
+  class _Resets(LoggingTensorHook):
+
+    def begin(self):
+      super().begin()
+      self._timer.reset()  # TF's NeverTriggerTimer, when only at_end logs
+      self.tags = sorted(self._current_tensors)
+      self.last = self._timer.last_triggered_step()
+
+  hook = _Resets(['step'], at_end=True)
+  step = _counting_step()
+  _run([hook], runs=3, step=step)
+  assert (hook.tags, hook.last) == (['step'], None)
+  assert [text for text, _ in _logged(caplog)] == ['step = 3']

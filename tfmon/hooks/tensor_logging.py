@@ -9,7 +9,7 @@ import tensorflow as tf
 from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
-from tfmon.hooks.timing import steps_until_trigger
+from tfmon.hooks.timing import NeverTriggerTimer, steps_until_trigger
 
 
 def _tag(item):
@@ -156,9 +156,9 @@ class LoggingTensorHook(SessionRunHook):
                       f'of tag to value to a string; got {formatter!r}.')
     self._tag_order, self._tensors = _tags_and_tensors(tensors)
     self._formatter = formatter
-    # None stands for v1's NeverTriggerTimer: only at_end logs.
-    self._timer = None if only_log_at_end else tf.compat.v1.train.SecondOrStepTimer(
-        every_secs=every_n_secs, every_steps=every_n_iter)
+    self._timer = NeverTriggerTimer() if only_log_at_end else (
+        tf.compat.v1.train.SecondOrStepTimer(every_secs=every_n_secs,
+                                             every_steps=every_n_iter))
     self._log_at_end = at_end
     self._every_n_iter = every_n_iter
     self._every_n_secs = every_n_secs
@@ -182,14 +182,13 @@ class LoggingTensorHook(SessionRunHook):
   def steps_until_observed(self, global_step):
     """Iterations until the next log line (one global step per iteration)."""
     del global_step  # this hook counts its own iterations, as v1's
-    if self._timer is None:
+    if isinstance(self._timer, NeverTriggerTimer):
       return None
     # The next run's first iteration is _iter_count; the one to log, last + N.
     return steps_until_trigger(self._timer, self._every_n_iter, self._iter_count - 1)
 
   def begin(self):
-    if self._timer is not None:
-      self._timer.reset()
+    self._timer.reset()
     self._iter_count = 0
     self._last_values = None
     graph = graph_capture.current()
@@ -204,9 +203,7 @@ class LoggingTensorHook(SessionRunHook):
   def before_run(self, run_context):
     # Runs this hook did not see, and the other steps of a fused run, count too.
     self._iter_count += getattr(run_context, 'steps_run', 1) - 1
-    self._should_trigger = (
-        self._timer is not None and
-        self._timer.should_trigger_for_step(self._iter_count))
+    self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
     if self._should_trigger:
       return SessionRunArgs(self._current_tensors)
     if self._named_at_end:
@@ -232,9 +229,7 @@ class LoggingTensorHook(SessionRunHook):
 
   def _log_tensors(self, tensor_values):
     with np.printoptions(suppress=True):
-      elapsed_secs = None
-      if self._timer is not None:
-        elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
+      elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
       if self._formatter:
         logging.info(self._formatter(tensor_values))
         return

@@ -10,7 +10,8 @@ of the v1 protocol, duck-typed so v1 hooks need nothing):
     be several steps; its fetches see the last one. It may also define
     `steps_until_observed` to end fused runs at its trigger steps.
   - neither (every v1 hook): the hook is called on every run, and every run is
-    exactly one step, so legacy hooks keep v1's semantics to the letter.
+    exactly one step, so legacy hooks keep v1's semantics to the letter. So is a
+    subclass overriding `before_run` or `after_run` of the class that declared.
 
 Every call sets `run_context.steps_run` for the hook being called: the number of
 steps since that hook last saw a run, this run's included.
@@ -25,8 +26,27 @@ import math
 
 
 def declares_schedule(hook):
-  return (hasattr(hook, 'steps_until_observed') or
-          getattr(hook, 'observes_fused_runs', False))
+  return ((hasattr(hook, 'steps_until_observed') or
+           getattr(hook, 'observes_fused_runs', False)) and
+          _schedule_covers_run_methods(type(hook)))
+
+
+def _schedule_covers_run_methods(cls):
+  """Whether a hook's schedule was declared for the `before_run`/`after_run` it
+  runs. A subclass of one of tfmon's hooks (TF's, renamed) that overrides
+  either was written against TF's class (counting `_iter_count` itself, say): it
+  needs every run, one step each, as on TF's class, and the schedule tfmon's
+  class declared does not speak for it. A user's own scheduled hook passes its
+  schedule on to its subclasses."""
+  def owner(name):
+    return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
+  declarers = [klass for klass in (owner('steps_until_observed'),
+                                   owner('observes_fused_runs'))
+               if klass is not None and klass.__module__.startswith('tfmon.')]
+  if not declarers:  # the user's own, or declared on the instance
+    return True
+  return all(any(issubclass(declarer, owner(method)) for declarer in declarers)
+             for method in ('before_run', 'after_run'))
 
 
 class ObservationSchedule:
@@ -50,7 +70,8 @@ class ObservationSchedule:
     # Whether runs that can fuse steps go through the fused loop, one step
     # included: the session then compiles one function, not two.
     self.fuses = steps_per_loop > 1 and not self._single_steps
-    self._bounding = [h for h in hooks if hasattr(h, 'steps_until_observed')]
+    self._bounding = [h for h in hooks if declares_schedule(h) and
+                      hasattr(h, 'steps_until_observed')]
     # Hooks that see every run but also end fused runs at their own steps: asked
     # again after every run. The others that declare a step are skipped until it.
     self._rebounding = [h for h in self._bounding if h in self._every_run_set]
