@@ -843,6 +843,70 @@ def test_what_a_summary_reads_runs_once_on_recording_steps(tmp_path):
   assert ours[1] == tf1[1] == [(1, 0.0), (2, 2.0), (3, 4.0), (4, 6.0)]
 
 
+
+def _summaries_of_the_input(graph, train, directory, summarized, tf_hook):
+  """A TF1 job summarizing `summarized` of 'images', 'labels' and 'loss', two
+  of them the outputs of one IteratorGetNext, with `merge_all()` written by
+  TF's own SummarySaverHook (`tf_hook`) or MonitoredTrainingSession's."""
+  with graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    images = np.linspace(0, 1, 8 * 4 * 4 * 3, dtype=np.float32).reshape(8, 4, 4, 3)
+    dataset = tf.data.Dataset.from_tensor_slices((images, np.arange(8) % 3))
+    features, labels = tf.compat.v1.data.make_one_shot_iterator(
+        dataset.batch(2).repeat()).get_next()
+    weights = tf.compat.v1.get_variable('w', [48, 3],
+                                        initializer=tf.compat.v1.zeros_initializer())
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(
+        labels, tf.matmul(tf.reshape(features, [-1, 48]), weights))
+    if 'images' in summarized:
+      tf.compat.v1.summary.image('images', features, max_outputs=1)
+      tf.compat.v1.summary.histogram('pixels', features)
+    if 'labels' in summarized:  # computed from the input alone
+      tf.compat.v1.summary.scalar('label_mean', tf.reduce_mean(tf.cast(labels, tf.float32)))
+    if 'loss' in summarized:
+      tf.compat.v1.summary.scalar('loss', loss)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.5).minimize(
+        loss, global_step=global_step)
+    hooks = [train.StopAtStepHook(last_step=5)]
+    if tf_hook:
+      hooks.append(tf.compat.v1.train.SummarySaverHook(
+          save_steps=2, output_dir=directory, summary_op=tf.compat.v1.summary.merge_all()))
+    with train.MonitoredTrainingSession(
+        checkpoint_dir=directory, hooks=hooks, save_checkpoint_secs=None,
+        save_summaries_steps=None if tf_hook else 2, log_step_count_steps=None) as sess:
+      losses = []
+      while not sess.should_stop():
+        losses.append(sess.run([train_op, loss])[1])
+  records = event_accumulator.EventAccumulator(
+      directory, size_guidance={event_accumulator.HISTOGRAMS: 0})
+  records.Reload()
+  tags = records.Tags()
+  return (losses, {tag: ([e.step for e in records.Scalars(tag)],
+                         [e.value for e in records.Scalars(tag)])
+                   for tag in tags['scalars']},
+          {tag: [e.step for e in records.Images(tag)] for tag in tags['images']},
+          {tag: [e.step for e in records.Histograms(tag)] for tag in tags['histograms']})
+
+
+@pytest.mark.parametrize('summarized,tf_hook', [
+    (('images', 'loss'), True), (('images', 'loss'), False),
+    (('labels', 'loss'), False), (('images', 'labels', 'loss'), True)])
+def test_summaries_of_outputs_of_one_iterator_get_next_record_as_in_tf1(
+    tmp_path, summarized, tf_hook):
+  expected = _summaries_of_the_input(tf.Graph, tf.compat.v1.train, str(tmp_path / 'tf1'),
+                                     summarized, tf_hook)
+  ours = _summaries_of_the_input(tfmon.Graph, tfmon.train, str(tmp_path / 'tfmon'),
+                                 summarized, tf_hook)
+  np.testing.assert_allclose(ours[0], expected[0], rtol=1e-6)
+  assert ours[1].keys() == expected[1].keys()
+  for tag, (steps, values) in expected[1].items():
+    assert ours[1][tag][0] == steps == [1, 3, 5]
+    np.testing.assert_allclose(ours[1][tag][1], values, rtol=1e-6)
+  assert ours[2:] == expected[2:]
+  if 'images' in summarized:
+    assert expected[2] == {'images/image': [1, 3, 5]} and expected[3] == {'pixels': [1, 3, 5]}
+
+
 def _conv_model():
   """A conv layer on images from a tf.data iterator, as the CIFAR-10 tutorial:
   TF1's gradients group conv's gradients with respect to the images and the

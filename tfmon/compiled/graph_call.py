@@ -354,6 +354,11 @@ class GraphCall:
     captures = self.graph.captured_placeholder_ids()
     frontier = _unique([t for op in gated.values() for t in op.inputs
                         if id(t.op) not in gated and id(t.op) not in captures])
+    # `prune` copies (unconnected) the ops above its sources too, and fails on
+    # one that reads an output of a source's op which is no source itself: the
+    # labels of an IteratorGetNext whose images an image summary reads, read by
+    # the loss a scalar summary reads. So every output of such an op is one.
+    frontier = _unique([output for t in frontier for output in t.op.outputs])
     source_index = {id(t): i for i, t in enumerate(sources)}
     computed = [t for t in frontier if id(t) not in source_index]
     main = wrapped.prune(sources, rest + computed + operations)
