@@ -111,9 +111,11 @@ def as_checkpoint(value, arg_name='checkpoint'):
     checkpoint = value
   elif isinstance(value, tf.compat.v1.train.Saver):
     # A TF1 Saver built in a captured graph: its variables, by their TF1 names.
-    checkpoint = _TracedWriteCheckpoint(variables=_saver_variables(value))
+    checkpoint = TF1SaverCheckpoint(variables=_saver_variables(value))
   elif 'root' in (value or {}):
     checkpoint = tf.train.Checkpoint(**value)  # saves root's graph, not its own
+  elif value is None and graph_capture.current() is not None:
+    checkpoint = TF1SaverCheckpoint()  # a captured graph's default: TF1 Saver's
   else:
     checkpoint = _TracedWriteCheckpoint(**(value or {}))
   global_step = training_util.get_global_step()
@@ -271,9 +273,12 @@ def _assign_from_tf1(checkpoint, variables):
   if restoring is None:
     return
   path, reader = restoring
+  # A Saver's var_list dict keys a variable by the name it restores from
+  # ('w/ExponentialMovingAverage' for w, TF1's moving-averages evaluation).
+  keys = {id(v): k for k, v in (getattr(checkpoint, 'variables', None) or {}).items()}
   missing, kept = [], []
   for variable in variables:
-    name = _variable_name(variable)
+    name = keys.get(id(variable)) or _variable_name(variable)
     value = _tf1_value(reader, variable, name)
     if value is not None:
       variable.assign(value)
@@ -380,6 +385,39 @@ class _TracedWriteCheckpoint(tf.train.Checkpoint):
         callback()
     return path
 
+
+
+class TF1SaverCheckpoint(tf.train.Checkpoint):
+  """A checkpoint of variables by name, written as TF1's `Saver` wrote it.
+
+  The default checkpoint of a captured graph (and a TF1 Saver's variables): its
+  `variables` dict (TF1 names) and `global_step`, saved under those names with
+  no object graph, so every TF1-era reader finds them by name: TF1's `Saver`
+  and `MonitoredTrainingSession`, `tf.train.load_variable(path, 'w')`,
+  `init_from_checkpoint`, TF <= 2.15's Estimator. A part of a partitioned
+  variable is saved as TF1 saved it, as its slice of the whole. tfmon restores
+  it by name (`is_tf1_checkpoint`). CheckpointManager writes it (`_write`), then
+  records it in the state file, so a write that fails replaces nothing.
+  """
+
+  def _write(self, file_prefix, options=None):
+    names, slices, tensors = [], [], []
+    entries = dict(getattr(self, 'variables', None) or {})
+    global_step = getattr(self, 'global_step', None)
+    if global_step is not None:
+      entries.setdefault(_variable_name(global_step), global_step)
+    for name, variable in sorted(entries.items()):
+      part = tf_internals.save_slice_info(variable)
+      names.append(part.full_name if part is not None else name)
+      slices.append(part.spec if part is not None else '')
+      tensors.append(variable.read_value() if hasattr(variable, 'read_value')
+                     else tf.convert_to_tensor(variable))
+    file_prefix = os.fspath(file_prefix)
+    tf.raw_ops.SaveV2(prefix=file_prefix, tensor_names=names, shape_and_slices=slices,
+                      tensors=tensors)
+    for callback in (options.experimental_write_callbacks or [] if options else []):
+      callback(file_prefix)
+    return file_prefix
 
 class _TracedWrites:
   """A checkpoint's traced write and the object graph it was traced for (kept

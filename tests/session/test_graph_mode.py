@@ -907,6 +907,70 @@ def test_summaries_of_outputs_of_one_iterator_get_next_record_as_in_tf1(
     assert expected[2] == {'images/image': [1, 3, 5]} and expected[3] == {'pixels': [1, 3, 5]}
 
 
+
+class _InitializesTheIterator(tf.compat.v1.train.SessionRunHook):
+  """Runs an initializable iterator's initializer as the session starts, as
+  TF1 programs' input hooks did."""
+
+  def __init__(self, iterator):
+    self._iterator = iterator
+
+  def after_create_session(self, session, coord):
+    session.run(self._iterator.initializer)
+
+
+def _metric_summary_job(graph, train, directory, initializable):
+  """A summary of a v1 metric's update op, recorded every third step: the
+  metric's value fetched with every step, and the summary's values."""
+  with graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    rng = np.random.default_rng(0)
+    dataset = tf.data.Dataset.from_tensor_slices((
+        rng.normal(size=(16, 2)).astype(np.float32), rng.integers(0, 2, 16)))
+    dataset = dataset.batch(2).repeat()
+    if initializable:
+      iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+    else:
+      iterator = tf.compat.v1.data.make_one_shot_iterator(dataset)
+    features, labels = iterator.get_next()
+    weights = tf.compat.v1.get_variable(
+        'w', [2, 2], initializer=tf.compat.v1.constant_initializer([[1, -1], [0.5, 2]]))
+    logits = tf.matmul(features, weights)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    accuracy, update = tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))
+    tf.compat.v1.summary.scalar('accuracy', update)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=global_step)
+    hooks = [train.StopAtStepHook(last_step=7)]
+    if initializable:
+      hooks.append(_InitializesTheIterator(iterator))
+    with train.MonitoredTrainingSession(
+        checkpoint_dir=directory, hooks=hooks, save_summaries_steps=3,
+        save_checkpoint_secs=None, log_step_count_steps=None) as sess:
+      fetched = []
+      while not sess.should_stop():
+        fetched.append(float(sess.run([train_op, accuracy])[1]))
+  records = event_accumulator.EventAccumulator(directory)
+  records.Reload()
+  return fetched, [(e.step, e.value) for e in records.Scalars('accuracy_1')]
+
+
+@pytest.mark.parametrize('initializable', [True, False])
+def test_a_summary_of_a_metrics_update_op_updates_it_on_recording_steps_only(
+    tmp_path, initializable):
+  expected = _metric_summary_job(tf.Graph, tf.compat.v1.train, str(tmp_path / 'tf1'),
+                                 initializable)
+  ours = _metric_summary_job(tfmon.Graph, tfmon.train, str(tmp_path / 'tfmon'),
+                             initializable)
+  # The update runs with the summary, on steps 1, 4 and 7: the metric counts
+  # 3 batches, not 7.
+  assert [step for step, _ in ours[1]] == [step for step, _ in expected[1]] == [1, 4, 7]
+  np.testing.assert_allclose([v for _, v in ours[1]], [v for _, v in expected[1]])
+  # Fetched with the update's run, TF1 read it before or after the update.
+  between = [1, 2, 4, 5]  # runs that record nothing
+  assert [ours[0][i] for i in between] == [expected[0][i] for i in between]
+
+
 def _conv_model():
   """A conv layer on images from a tf.data iterator, as the CIFAR-10 tutorial:
   TF1's gradients group conv's gradients with respect to the images and the

@@ -142,3 +142,44 @@ def test_a_remote_target_and_partial_runs_are_refused_with_the_fix():
                          'session.run'):
         sess.partial_run_setup([x * 2], [x])
       assert sess.make_callable(x * 2, [x])(3.0) == 6.0
+
+
+def _named(name):
+  [variable] = [v for v in tf.compat.v1.global_variables() if v.op.name == name]
+  return variable
+
+
+def test_tf1_continues_a_captured_graphs_checkpoints_by_name(tmp_path):
+  directory = str(tmp_path)
+  with tfmon.Graph().as_default():
+    _, train_op, _ = _regression(with_input=True)
+    parts = tf.compat.v1.get_variable(
+        'emb', [6, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=directory, save_summaries_steps=None,
+        hooks=[tfmon.train.StopAtStepHook(last_step=3)]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+    kernel_variable, part_variables = _named('dense/kernel'), list(parts)
+  kernel = kernel_variable.numpy()
+  whole = np.concatenate([part.numpy() for part in part_variables])
+  # Keys are TF1 Saver's: every TF1-era reader finds them by name.
+  np.testing.assert_array_equal(tf.train.load_variable(directory, 'dense/kernel'), kernel)
+  np.testing.assert_array_equal(tf.train.load_variable(directory, 'emb'), whole)
+  with tf.Graph().as_default():  # TF1's own MonitoredTrainingSession continues it
+    _, train_op, _ = _regression(with_input=True)
+    parts = tf.compat.v1.get_variable(
+        'emb', [6, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    global_step = tf.compat.v1.train.get_global_step()
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        checkpoint_dir=directory, save_summaries_steps=None,
+        hooks=[tf.compat.v1.train.StopAtStepHook(last_step=5)]) as sess:
+      assert sess.run(global_step) == 3
+      np.testing.assert_array_equal(
+          sess.run(_named('dense/kernel')), kernel)
+      np.testing.assert_array_equal(np.concatenate(sess.run(list(parts))), whole)
+      while not sess.should_stop():
+        sess.run(train_op)
+  state = tf.train.get_checkpoint_state(directory)
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths][-2:] == [
+      'model.ckpt-3', 'model.ckpt-5']

@@ -348,10 +348,17 @@ class GraphCall:
         self._keep.append(pruned)
       return _Function(tf_internals.flat_caller(pruned), rest, operations)
     always = _needed_ops(rest + operations, stops)
-    # Variable reads stay ungated: a summary of a weight reads it with the step.
-    gated = {i: op for i, op in _needed_ops(summaries, stops).items()
-             if i not in always and op.type != 'ReadVariableOp'}
     captures = self.graph.captured_placeholder_ids()
+    only_summaries = {i: op for i, op in _needed_ops(summaries, stops).items()
+                      if i not in always}
+    # Variable reads stay ungated: a summary of a weight reads it with the step.
+    # Not a read after what only summaries run (what a v1 metric's update op
+    # returns, the read after its `assign_add`): ungated, it would run that
+    # update, and read the data it needs, on every run.
+    gated = {i: op for i, op in only_summaries.items()
+             if op.type != 'ReadVariableOp' or any(
+                 id(parent) in only_summaries and id(parent) not in captures
+                 for parent in _parents(op))}
     frontier = _unique([t for op in gated.values() for t in op.inputs
                         if id(t.op) not in gated and id(t.op) not in captures])
     # `prune` copies (unconnected) the ops above its sources too, and fails on
@@ -640,6 +647,10 @@ def _needed_ops(elements, stops):
     pending.extend(t.op for t in op.inputs)
     pending.extend(op.control_inputs)
   return needed
+
+
+def _parents(op):
+  return [t.op for t in op.inputs] + list(op.control_inputs)
 
 
 def _is_summary(tensor):
