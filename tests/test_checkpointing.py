@@ -322,3 +322,46 @@ def test_the_default_checkpoint_holds_a_v1_optimizers_slots_and_resumes_them(tmp
   resumed = tf.Variable([7.0, 7.0, 7.0], name='w')  # a new process's variable
   _rmsprop_job(tmp_path, 5, resumed)
   np.testing.assert_allclose(resumed.numpy(), uninterrupted.numpy(), rtol=1e-6)
+
+
+class _StopFlagHook(tfmon.train.SessionRunHook):
+  """A hook with a variable of its own that it only fetches, as Estimator's
+  early-stopping hooks keep their stop signal: set once the global step
+  reaches 3, and read at every run."""
+
+  def begin(self):
+    self.flag = tf.Variable(False, trainable=False, name='signal_early_stopping')
+
+  def before_run(self, run_context):
+    return tfmon.train.SessionRunArgs(self.flag)
+
+  def after_run(self, run_context, run_values):
+    if run_values.results:
+      run_context.request_stop()
+    elif tfmon.train.get_global_step().numpy() >= 3:
+      self.flag.assign(True)
+
+
+def test_a_variable_hooks_only_fetch_is_saved_so_an_early_stop_survives_a_restart(tmp_path):
+  def job():
+    global_step = tfmon.train.get_or_create_global_step()
+    weights = tf.Variable(1.0, name='w')
+
+    def step():
+      weights.assign_add(1.0)
+      global_step.assign_add(1)
+
+    runs = 0
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), hooks=[_StopFlagHook()],
+        save_checkpoint_steps=1, save_summaries_steps=None) as session:
+      while not session.should_stop():
+        session.run(step)
+        runs += 1
+    return runs
+
+  assert job() == 4  # the flag is set after step 3, and read in run 4
+  assert 'variables/signal_early_stopping/.ATTRIBUTES/VARIABLE_VALUE' in dict(
+      tf.train.list_variables(str(tmp_path)))
+  tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+  assert job() == 1  # restored set: the first run stops the job, as in TF1

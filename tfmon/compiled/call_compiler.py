@@ -99,13 +99,13 @@ class CallCompiler:
     """The variables traced step functions read or write, in the order met."""
     return list(self._variables.values())
 
-  def _report_variables(self, traces):
+  def _report_variables(self, traces, fetched=()):
     new = []
-    for trace in traces:
-      for variable in trace.variables:
-        if id(variable) not in self._variables:
-          self._variables[id(variable)] = variable
-          new.append(variable)
+    used = [v for trace in traces for v in trace.variables]
+    for variable in used + [v for v in fetched if isinstance(v, tf.Variable)]:
+      if id(variable) not in self._variables:
+        self._variables[id(variable)] = variable
+        new.append(variable)
     if new:
       for listener in self._variable_listeners:
         listener(new)

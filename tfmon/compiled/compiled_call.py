@@ -163,8 +163,9 @@ class CompiledCall:
     global_step: The global step variable the calls count or read, or None.
     stop_flag: For a fused family, a bool variable: once true, the loop ends
       after the step it is running.
-    on_variables: Called with the family's traced step graphs after they are
-      traced and before the function calling them first runs.
+    on_variables: Called with the family's traced step graphs and the
+      variables its runs fetch, after the steps are traced and before the
+      function calling them first runs.
     agreement: For a fused family of a multi-worker session, its
       WorkerAgreement: each call starts by agreeing with the other workers, and
       the local stop flag is not read (a worker ending its loop alone would
@@ -185,7 +186,7 @@ class CompiledCall:
     self._alongside = alongside if alongside is not None else []
     self._agreement = agreement
     # Called with the variables of the step graphs before a new function runs.
-    self._on_variables = on_variables or (lambda traces: None)
+    self._on_variables = on_variables or (lambda traces, fetched: None)
     # A bool variable that ends a fused loop after its current step when true.
     self._stop_flag = stop_flag
     self._loop_count = loop_count
@@ -351,7 +352,9 @@ class CompiledCall:
       raise
     for step, trace in zip(self._steps, traces):
       self._feed_dtypes.check_trace(step_feeds(step), trace)
-    self._on_variables(traces)
+    # What the steps use, and what runs fetch: a hook's own variable it only
+    # fetches (an early-stopping flag) is state TF1's Saver saved too.
+    self._on_variables(traces, functions.variables)
     sources = self._name_sources(functions, traces)
     named_variables = {}
     if any(source is None for source in sources.values()):
