@@ -365,3 +365,20 @@ def test_a_session_can_be_made_the_default_one():
   with tf_internals.default_session(sentinel):
     assert tf.compat.v1.get_default_session() is sentinel
   assert tf.compat.v1.get_default_session() is not sentinel
+
+
+def test_writes_of_resource_variables_return_what_lazy_read_makes():
+  # graph_capture gives it TF1's graph and name through ResultsOfWrites.
+  seen = []
+
+  class Seen(tf_internals.ResultsOfWrites):
+    def _tfmon_result_of_write(self, result, op):
+      seen.append(op.type)
+      return result
+
+  with tfmon.Graph().as_default():
+    variable = tf.compat.v1.get_variable('v', initializer=[1.0, 2.0])
+    variable.__class__ = type('Seen', (Seen, type(variable)), {})
+    tf.compat.v1.assign_add(variable, [1.0, 1.0])
+    tf.compat.v1.scatter_update(variable, [0], [3.0])
+  assert seen == ['AssignAddVariableOp', 'ResourceScatterUpdate']

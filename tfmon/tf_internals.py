@@ -194,6 +194,27 @@ def save_slice_info(variable):
   return getattr(variable, '_save_slice_info', None)
 
 
+class ResultsOfWrites:
+  """Mixed into a resource variable class, before it: what a write returns
+  passes through `self._tfmon_result_of_write(result, op)` (`op` the write's op).
+
+  TF's writes that return the value written (`assign`, `assign_add`,
+  `assign_sub`, the scatters, and `tf.compat.v1.assign_add` and
+  `scatter_update`, which call them or it directly) return what the private
+  `_lazy_read(op)` makes: an `_UnreadVariable`, standing for the value after
+  the write. A captured graph's variable is eager, so TF makes it an eager
+  one (no `.graph`, named 'UnreadVariable') where TF1 made a graph one; the
+  graph capture gives it TF1's. Without `_lazy_read` (a later TF) nothing
+  passes through, and TF's eager results stand.
+  """
+
+  def _tfmon_result_of_write(self, result, unused_op):
+    return result
+
+  def _lazy_read(self, op):
+    return self._tfmon_result_of_write(super()._lazy_read(op), op)  # pylint: disable=protected-access
+
+
 def tensor_equality_on():
   """Whether TF2's tensor equality (tensors unhashable) is on."""
   return getattr(tf.Tensor, '_USE_EQUALITY', True)

@@ -122,3 +122,39 @@ def test_tf_keras_layers_and_their_slots_get_tf1s_names():
     tf1 = build()
   assert 'sequential/dense/kernel:0' in tf1 and 'sequential/hidden/bias/Adam:0' in tf1
   assert ours == tf1
+
+
+def test_what_writes_return_is_of_the_graph_and_named_as_tf1s():
+  # TF makes the value a write returns (`_UnreadVariable`) eager when the
+  # variable is, as a captured graph's are; hooks assert on its `.graph` and
+  # use its name (tensorflow/estimator's kmeans hook), and fetch it.
+  def build():
+    total = tf.compat.v1.get_variable('total', initializer=1.0)
+    counts = tf.compat.v1.get_variable('counts', initializer=[1.0, 2.0])
+    writes = [tf.compat.v1.assign(total, 5.0), tf.compat.v1.assign_add(total, 1.0),
+              tf.compat.v1.assign_sub(total, 2.0),
+              tf.compat.v1.scatter_update(counts, [0], [7.0])]
+    return writes, writes[1] * 2
+
+  def described(graph, writes):
+    assert all(write.graph is graph for write in writes)
+    return [(write.name, write.op.name, write.op.type) for write in writes]
+
+  def run(sess, writes, doubled):
+    return [sess.run(write) for write in writes] + [sess.run(doubled)]
+
+  with tf.Graph().as_default() as graph:
+    writes, doubled = build()
+    tf1_names = described(graph, writes)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      tf1_values = run(sess, writes, doubled)
+  assert tf1_names[1] == ('AssignAddVariableOp', 'AssignAddVariableOp', 'AssignAddVariableOp')
+  for session in (tf.compat.v1.Session, tfmon.train.MonitoredSession):
+    with tfmon.Graph().as_default() as graph:
+      writes, doubled = build()
+      assert described(graph, writes) == tf1_names
+      with session() as sess:
+        values = run(sess, writes, doubled)
+    for value, tf1_value in zip(values, tf1_values):
+      np.testing.assert_array_equal(value, tf1_value)

@@ -476,7 +476,44 @@ _KERAS_UPDATES = _VARIABLE_UPDATES + ('If', 'Case')
 _NOT_SHARED = ('OneShotIterator', 'IteratorV2', 'Iterator', 'MultiDeviceIterator')
 
 
-class _GraphVariable:
+class _GraphWrites(tf_internals.ResultsOfWrites):
+  """Mixed into a captured graph's variables and what their writes return."""
+
+  def _tfmon_result_of_write(self, result, op):
+    """What a write made in graph code returns (`tf.compat.v1.assign_add(v,
+    1)`), as TF1's: TF makes it eager, as the variable is (see
+    tf_internals.ResultsOfWrites); hooks assert on its `.graph` and name
+    things by its `.name`, TF1's its op's ('AssignAddVariableOp')."""
+    if (isinstance(op, tf.Operation) and isinstance(op.graph, Graph) and
+        isinstance(result, tf.Variable) and not isinstance(result, _ResultOfWrite)):
+      result.__class__ = _result_of_write_class(type(result))
+    return result
+
+
+class _ResultOfWrite(_GraphWrites):
+  """The value a write of a captured graph's variable leaves, as TF1's: of the
+  graph its op is in, and named by that op. A session fetching it runs the
+  write and reads the value after it (GraphCall), as TF1 did."""
+
+  @property
+  def graph(self):
+    return self.op.graph
+
+  @property
+  def name(self):
+    return self.op.name
+
+
+_result_of_write_classes = {}
+
+
+def _result_of_write_class(cls):
+  if cls not in _result_of_write_classes:
+    _result_of_write_classes[cls] = type(cls.__name__, (_ResultOfWrite, cls), {})
+  return _result_of_write_classes[cls]
+
+
+class _GraphVariable(_GraphWrites):
   """Mixed into a captured graph's eager variables: `.op` and `.graph` as TF1's.
 
   Also when executing eagerly: v1 optimizers key their slots by `var.op` when
