@@ -394,3 +394,35 @@ def test_a_job_killed_while_saving_resumes_as_if_never_killed(tmp_path):
                 save_summaries_steps=None, log_step_count_steps=None)
   assert resumed.global_step.numpy() == 80
   _assert_all_equal(resumed.variables(), uninterrupted.variables())
+
+
+
+def test_a_subclass_finds_tfs_steps_per_run_and_saves_as_on_tfs_class(tmp_path):
+  # TF's hook reads the step a run left whenever its timer may trigger
+  # (`_steps_per_run` so high, unless set: TPUEstimator sets it).
+  def subclass(base):
+    class StepsPerRunSeen(base):
+      def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps_per_run_given = self._steps_per_run
+        self._set_steps_per_run(self._steps_per_run)
+    return StepsPerRunSeen
+
+  def run(graph, session, hook_class, directory):
+    with graph.as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      tf.compat.v1.get_variable('w', [2])
+      train_op = tf.compat.v1.assign_add(global_step, 1).op
+      hook = subclass(hook_class)(str(directory), save_steps=10)
+      with session(hooks=[hook]) as sess:
+        for _ in range(25):
+          sess.run(train_op)
+    return hook
+
+  tf1_hook = run(tf.Graph(), tf.compat.v1.train.MonitoredSession,
+                 tf.compat.v1.train.CheckpointSaverHook, tmp_path / 'tf1')
+  hook = run(tfmon.Graph(), tfmon.train.MonitoredSession,
+             tfmon.train.CheckpointSaverHook, tmp_path / 'tfmon')
+  assert hook.steps_per_run_given == tf1_hook.steps_per_run_given == 1000000
+  assert _checkpoint_steps(tmp_path / 'tf1') == [0, 10, 20, 25]
+  assert _checkpoint_steps(tmp_path / 'tfmon') == _checkpoint_steps(tmp_path / 'tf1')

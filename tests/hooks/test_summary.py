@@ -196,3 +196,46 @@ def test_step_counter_argument_errors():
   with pytest.raises(ValueError, match='^exactly one of every_n_steps and '
                      'every_n_secs should be provided.$'):
     tfmon.train.StepCounterHook(every_n_steps=None, every_n_secs=None)
+
+
+
+def _step_counter_subclass(base):
+  """A subclass written against TF's StepCounterHook: it reads TF's private
+  names (TPUEstimator calls `_set_steps_per_run`) and keeps what it logs."""
+
+  class Recording(base):
+
+    def __init__(self, **kwargs):
+      super().__init__(**kwargs)
+      self.steps_per_run_given = self._steps_per_run
+      self._set_steps_per_run(1)
+      self.writer = self._summary_writer
+      self.logged = []
+
+    def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+      self.logged.append((elapsed_steps, global_step))
+
+  return Recording
+
+
+def _count_steps(session, hooks):
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  train_op = tf.compat.v1.assign_add(global_step, 1).op
+  with session(hooks=hooks) as sess:
+    for _ in range(8):
+      sess.run(train_op)
+
+
+def test_a_step_counter_subclass_finds_tfs_steps_per_run_and_summary_writer(tmp_path):
+  with tf.Graph().as_default():
+    tf1_hook = _step_counter_subclass(tf.compat.v1.train.StepCounterHook)(every_n_steps=3)
+    _count_steps(tf.compat.v1.train.MonitoredSession, [tf1_hook])
+  writer = tf.summary.create_file_writer(str(tmp_path))
+  with tfmon.Graph().as_default():
+    hook = _step_counter_subclass(tfmon.train.StepCounterHook)(
+        every_n_steps=3, summary_writer=writer)
+    _count_steps(tfmon.train.MonitoredSession, [hook])
+  assert tf1_hook.logged == [(3, 4), (3, 7)]
+  assert hook.logged == tf1_hook.logged
+  assert hook.steps_per_run_given == tf1_hook.steps_per_run_given == 1
+  assert hook.writer is writer

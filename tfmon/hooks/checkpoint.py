@@ -80,8 +80,16 @@ class CheckpointSaverHook(SessionRunHook):
     self._save_steps = save_steps
     self._listeners = listeners or []
     self._save_graph_def = save_graph_def
+    # TF's name and value, which subclasses read and set (TPUEstimator): how far
+    # the global step may move in a run; so high that a run on which the timer
+    # may trigger always reads the step it left, as TF's hook did.
+    self._steps_per_run = 1000000
     self._writer = None
     self._creation_save = None  # (session, step) of a creation save not yet written
+
+  def _set_steps_per_run(self, steps_per_run):
+    """As TF's: how far the global step moves in a run (see `__init__`)."""
+    self._steps_per_run = steps_per_run
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step(
@@ -171,7 +179,7 @@ class CheckpointSaverHook(SessionRunHook):
       self._after_run_agreeing(run_context, agreement)
       return
     stale_global_step = run_values.results
-    if self._timer.should_trigger_for_step(stale_global_step + 1):
+    if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
       # The fetched value is from before the step: read the real one.
       global_step = training_util.global_step_after_run(
           run_context, self._global_step_tensor)

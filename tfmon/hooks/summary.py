@@ -181,7 +181,14 @@ class StepCounterHook(SessionRunHook):
     self._timer = tf.compat.v1.train.SecondOrStepTimer(
         every_steps=every_n_steps, every_secs=every_n_secs)
     self._every_n_steps = every_n_steps
-    self._writer = _writer(summary_writer, output_dir, 'StepCounterHook')
+    # TF's names, which subclasses written against TF's class read and set.
+    self._summary_writer = _writer(summary_writer, output_dir, 'StepCounterHook')
+    self._steps_per_run = 1
+
+  def _set_steps_per_run(self, steps_per_run):
+    """As TF's: how far the global step moves in a run, so a run that may reach
+    the timer's next step reads the step it left (TPUEstimator sets it)."""
+    self._steps_per_run = steps_per_run
 
   def begin(self):
     self._global_step_tensor = training_util.require_global_step('StepCounterHook')
@@ -203,14 +210,14 @@ class StepCounterHook(SessionRunHook):
 
   def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
     steps_per_sec = elapsed_steps / elapsed_time
-    if self._writer is not None:
+    if self._summary_writer is not None:
       summaries.write_simple_values(
-          self._writer, {self._summary_tag: steps_per_sec}, global_step)
+          self._summary_writer, {self._summary_tag: steps_per_sec}, global_step)
     logging.info('%s: %g', self._summary_tag, steps_per_sec)
 
   def after_run(self, run_context, run_values):
     stale_global_step = int(run_values.results)
-    if self._timer.should_trigger_for_step(stale_global_step + 1):
+    if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
       global_step = training_util.global_step_after_run(
           run_context, self._global_step_tensor)
       if self._timer.should_trigger_for_step(global_step):
@@ -233,5 +240,5 @@ class StepCounterHook(SessionRunHook):
     self._last_global_step = stale_global_step
 
   def end(self, session):
-    if self._writer is not None:
-      summaries.flush(self._writer)
+    if self._summary_writer is not None:
+      summaries.flush(self._summary_writer)
