@@ -326,3 +326,28 @@ def test_a_subclass_finds_tfs_timer_and_current_tensors_in_begin(caplog):
   _run([hook], runs=3, step=step)
   assert (hook.tags, hook.last) == (['step'], None)
   assert [text for text, _ in _logged(caplog)] == ['step = 3']
+
+
+def test_a_list_of_graph_tensors_is_logged_as_tf1_logged_it(caplog):
+  # TF1 took graph tensors in a list as it took names; tagged by their names.
+  def run(graph, session, hook_class):
+    values = []
+    with graph.as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      loss = tf.cast(tf.compat.v1.assign_add(global_step, 1), tf.float32) / 4
+      weight = tf.compat.v1.get_variable('w', initializer=3.0)
+      recording = hook_class([loss, weight], every_n_iter=2, formatter=lambda v: (
+          values.append({getattr(k, 'name', k): v for k, v in v.items()}) or 'logged'))
+      with session(hooks=[recording, hook_class([loss], every_n_iter=2)]) as sess:
+        for _ in range(3):
+          sess.run(loss)
+    return values, loss.name
+
+  tf1_values, _ = run(tf.Graph(), tf.compat.v1.train.MonitoredSession,
+                      tf.compat.v1.train.LoggingTensorHook)
+  caplog.clear()
+  values, name = run(tfmon.Graph(), tfmon.train.MonitoredSession, LoggingTensorHook)
+  assert tf1_values == [{name: 0.25, 'w:0': 3.0}, {name: 0.75, 'w:0': 3.0}]
+  assert values == tf1_values
+  assert [line for line, _ in _logged(caplog) if line != 'logged'] == [
+      f'{name} = 0.25', f'{name} = 0.75']

@@ -16,6 +16,10 @@ def _tag(item):
   """The tag of an item of a `tensors` list: what the log line calls it."""
   if isinstance(item, str):
     return item
+  if isinstance(item, tf.Tensor) and tf.is_symbolic_tensor(item):
+    # A captured graph's tensor (`LoggingTensorHook([loss])`), which TF1 took
+    # in a list as it took names: tagged by its name, as a variable is.
+    return item.name
   kind = fetch_plan.leaf_kind(item)
   if kind == fetch_plan.VARIABLE:
     # Keras variables keep their full name in `path`; tf.Variables in `name`.
@@ -25,7 +29,8 @@ def _tag(item):
     return getattr(item, '__name__', None) or fetch_plan.describe(item)
   raise TypeError(
       f'LoggingTensorHook tensors holds {item!r} of type {type(item).__name__}. '
-      'A tensors list holds tensor names, variables or step functions; to log '
+      'A tensors list holds tensor names, graph tensors, variables or step '
+      'functions; to log '
       "anything else, give it a tag with a dict: tensors={'tag': value}.")
 
 
@@ -109,8 +114,9 @@ class LoggingTensorHook(SessionRunHook):
   On a captured TF1 graph (`tfmon.Graph`) a name is taken as TF1 took it, in
   `begin()`: an operation's name stands for its sole output ('xent' logs
   'xent:0'), and a name the graph lacks raises there.
-  A list names its items: a name is its own tag, a variable is tagged with its
-  name and a step function with its `__name__`.
+  A list names its items: a name is its own tag, a variable or a captured
+  graph's tensor is tagged with its name and a step function with its
+  `__name__`.
 
   With `at_end`, as v1, `end()` evaluates the tensors after the last step:
   variables are read and step functions run again through the session (v1
