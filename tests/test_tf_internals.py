@@ -382,3 +382,12 @@ def test_writes_of_resource_variables_return_what_lazy_read_makes():
     tf.compat.v1.assign_add(variable, [1.0, 1.0])
     tf.compat.v1.scatter_update(variable, [0], [3.0])
   assert seen == ['AssignAddVariableOp', 'ResourceScatterUpdate']
+
+
+def test_what_a_write_returns_knows_its_write_op():
+  with tfmon.Graph().as_default() as graph:
+    variable = tf.compat.v1.get_variable('v', [], initializer=tf.compat.v1.zeros_initializer())
+    result = tf.compat.v1.assign_add(variable, 1.0)
+    assert tf_internals.write_of(result).graph is graph
+    assert tf_internals.write_of(result).type == 'AssignAddVariableOp'
+  assert tf_internals.write_of(tf.constant(1.0)) is None

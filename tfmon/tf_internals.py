@@ -215,6 +215,13 @@ class ResultsOfWrites:
     return self._tfmon_result_of_write(super()._lazy_read(op), op)  # pylint: disable=protected-access
 
 
+def write_of(result):
+  """The write op behind what a write returned (`_UnreadVariable`'s
+  `_parent_op`), or None for anything else."""
+  op = getattr(result, '_parent_op', None)
+  return op if isinstance(op, tf.Operation) else None
+
+
 def tensor_equality_on():
   """Whether TF2's tensor equality (tensors unhashable) is on."""
   return getattr(tf.Tensor, '_USE_EQUALITY', True)

@@ -408,8 +408,8 @@ class GraphCall:
     # What graph code's `assign_add(v, 1)` returns: a read of the variable
     # after its assignment (an `_UnreadVariable`): the assignment runs, and
     # its value is read after the call, as TF1 fetched it.
-    assignment = getattr(leaf, '_parent_op', None)
-    if isinstance(assignment, tf.Operation) and assignment.graph is self.graph:
+    assignment = tf_internals.write_of(leaf)
+    if assignment is not None and assignment.graph is self.graph:
       return _ReadAfter(assignment)
     if leaf is None or fetch_plan.is_variable(leaf):
       return leaf
