@@ -346,7 +346,8 @@ def test_custom_gradients_traced_in_graph_mode_are_registered_and_can_be_forgott
   assert len(registered) == 1 and next(iter(registered)).startswith('CustomGradient-')
   from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
   assert registered <= set(ops._gradient_registry._registry)  # pylint: disable=protected-access
-  tf_internals.forget_custom_gradients(registered)
+  assert registered <= set(tf_internals.custom_gradient_names())
+  assert tf_internals.forget_custom_gradients(registered)
   assert not registered & set(ops._gradient_registry._registry)  # pylint: disable=protected-access
 
 

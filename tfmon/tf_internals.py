@@ -505,11 +505,19 @@ def custom_gradients_registered(registered):
 
 def forget_custom_gradients(names):
   """Removes the named custom gradients from TF's registry: nothing will ask
-  for the gradients of the graphs that registered them any more."""
+  for the gradients of the graphs that registered them any more. Returns
+  whether any was removed."""
   gradients = _custom_gradients()
-  if gradients is not None:
-    for name in names:
-      gradients.pop(name, None)
+  removed = False
+  for name in list(names) if gradients is not None else ():
+    removed = gradients.pop(name, None) is not None or removed
+  return removed
+
+
+def custom_gradient_names():
+  """The names of every custom gradient TF's registry holds."""
+  gradients = _custom_gradients()
+  return [name for name in gradients or () if name.startswith('CustomGradient-')]
 
 
 # ---------------------------------------------------------------- the rest

@@ -19,6 +19,7 @@ build.
 
 import atexit
 import collections
+import gc
 import weakref
 
 import tensorflow as tf
@@ -37,8 +38,14 @@ _unreleased = weakref.WeakSet()
 
 @atexit.register
 def _release_all():
+  """At exit, before the interpreter's teardown: releases what sessions not
+  closed hold, and the graphs any code's custom gradients keep (Keras' own
+  train function under a strategy's replica context is one), collected here
+  so that their iterators are destroyed while tf.data still runs."""
   for compiler in list(_unreleased):
     compiler.release()
+  if tf_internals.forget_custom_gradients(tf_internals.custom_gradient_names()):
+    gc.collect()
 
 
 class CallCompiler:
