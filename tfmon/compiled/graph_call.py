@@ -358,7 +358,7 @@ class GraphCall:
     gated = {i: op for i, op in only_summaries.items()
              if op.type != 'ReadVariableOp' or any(
                  id(parent) in only_summaries and id(parent) not in captures
-                 for parent in _parents(op))}
+                 for parent in graph_capture.parents(op))}
     frontier = _unique([t for op in gated.values() for t in op.inputs
                         if id(t.op) not in gated and id(t.op) not in captures])
     # `prune` copies (unconnected) the ops above its sources too, and fails on
@@ -647,10 +647,6 @@ def _needed_ops(elements, stops):
     pending.extend(t.op for t in op.inputs)
     pending.extend(op.control_inputs)
   return needed
-
-
-def _parents(op):
-  return [t.op for t in op.inputs] + list(op.control_inputs)
 
 
 def _is_summary(tensor):

@@ -37,6 +37,7 @@ from tfmon import tf_internals
 
 
 _graph_numbers = itertools.count()
+_tf1_behaviour = []  # TF made to behave as TF1 in captured graphs, once
 
 
 class Graph(tf_internals.FuncGraph):
@@ -61,10 +62,12 @@ class Graph(tf_internals.FuncGraph):
 
   @contextlib.contextmanager
   def as_default(self):
-    _route_v1_layers_to_tf_keras()
-    _average_tensors_as_tf1_did()
-    tf_internals.let_queues_of_captured_graphs_be_named()
-    tf_internals.let_one_shot_iterators_capture_dummy_dataset_resources()
+    _route_v1_layers_to_tf_keras()  # at every entry: see there
+    if not _tf1_behaviour:  # once per process
+      _tf1_behaviour.append(True)
+      _average_tensors_as_tf1_did()
+      tf_internals.let_queues_of_captured_graphs_be_named()
+      tf_internals.let_one_shot_iterators_capture_dummy_dataset_resources()
     # One creator however deeply entered (TF1 code re-enters its graph).
     creator = (contextlib.nullcontext() if self._entered else
                tf.variable_creator_scope(self._create_variable))
@@ -179,7 +182,7 @@ class Graph(tf_internals.FuncGraph):
           initial = tf.identity(variable.read_value())
       with contextlib.nullcontext() if in_graph_code else self.as_default():
         handle = self.capture(variable.handle, name=scope)
-      variable.__class__ = _graph_variable_class(type(variable))
+      variable.__class__ = _mixed_class(_GraphVariable, type(variable))
       variable._tfmon_graph_handle = handle  # pylint: disable=protected-access
       variable._tfmon_initial_value = initial  # pylint: disable=protected-access
       variable._tfmon_initializer = None  # pylint: disable=protected-access
@@ -446,7 +449,7 @@ def _waits_for_nothing(op):
   write after it cannot form a cycle, nor make the write's run compute more."""
   seen, pending = set(), [op]
   while pending:
-    for parent in _parents(pending.pop()):
+    for parent in parents(pending.pop()):
       if id(parent) not in seen:
         seen.add(id(parent))
         if parent.type not in ('Placeholder', 'Const', 'VarIsInitializedOp') or (
@@ -463,7 +466,8 @@ def _outputs_done(op):
     return tf.group(*[tf.identity(t) for t in op.outputs])
 
 
-def _parents(op):
+def parents(op):
+  """The ops `op` takes an input from or waits for."""
   return itertools.chain((t.op for t in op.inputs), op.control_inputs)
 
 
@@ -486,7 +490,7 @@ class _GraphWrites(tf_internals.ResultsOfWrites):
     things by its `.name`, TF1's its op's ('AssignAddVariableOp')."""
     if (isinstance(op, tf.Operation) and isinstance(op.graph, Graph) and
         isinstance(result, tf.Variable) and not isinstance(result, _ResultOfWrite)):
-      result.__class__ = _result_of_write_class(type(result))
+      result.__class__ = _mixed_class(_ResultOfWrite, type(result))
     return result
 
 
@@ -502,15 +506,6 @@ class _ResultOfWrite(_GraphWrites):
   @property
   def name(self):
     return self.op.name
-
-
-_result_of_write_classes = {}
-
-
-def _result_of_write_class(cls):
-  if cls not in _result_of_write_classes:
-    _result_of_write_classes[cls] = type(cls.__name__, (_ResultOfWrite, cls), {})
-  return _result_of_write_classes[cls]
 
 
 class _GraphVariable(_GraphWrites):
@@ -568,13 +563,13 @@ class _GraphVariable(_GraphWrites):
                                     trainable=self.trainable)
 
 
-_graph_variable_classes = {}
+_mixed_classes = {}  # (mixin, a TF variable class) -> the class of both
 
 
-def _graph_variable_class(cls):
-  if cls not in _graph_variable_classes:
-    _graph_variable_classes[cls] = type(cls.__name__, (_GraphVariable, cls), {})
-  return _graph_variable_classes[cls]
+def _mixed_class(mixin, cls):
+  if (mixin, cls) not in _mixed_classes:
+    _mixed_classes[mixin, cls] = type(cls.__name__, (mixin, cls), {})
+  return _mixed_classes[mixin, cls]
 
 
 def _unique(items):
@@ -613,9 +608,6 @@ def running(graph):
     _running.graph = previous
 
 
-_averages_patched = []
-
-
 def _average_tensors_as_tf1_did():
   """Lets `ExponentialMovingAverage.apply` average tensors in a captured graph.
 
@@ -627,9 +619,8 @@ def _average_tensors_as_tf1_did():
   (tf_internals.moving_averages_as_in_tf1_graph; without it, TF's own error
   stands).
   """
-  if _averages_patched or not tf_internals.CAN_AVERAGE_TENSORS:
+  if not tf_internals.CAN_AVERAGE_TENSORS:
     return
-  _averages_patched.append(True)
   cls = tf.compat.v1.train.ExponentialMovingAverage
   original = cls.apply
 
