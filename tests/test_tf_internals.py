@@ -392,3 +392,14 @@ def test_what_a_write_returns_knows_its_write_op():
     assert tf_internals.write_of(result).graph is graph
     assert tf_internals.write_of(result).type == 'AssignAddVariableOp'
   assert tf_internals.write_of(tf.constant(1.0)) is None
+
+
+def test_tfs_hooks_never_trigger_timer_and_graph_element_lookup():
+  timer = tf_internals.NeverTriggerTimer()
+  assert not timer.should_trigger_for_step(10**9)
+  assert tf_internals.timer_arguments(timer) == (None, None)
+  with tfmon.Graph().as_default() as graph:
+    loss = tf.identity(tf.constant(1.0), name='xent')
+  assert tf_internals.graph_element(graph, 'xent') is loss
+  with pytest.raises(KeyError):
+    tf_internals.graph_element(graph, 'missing')

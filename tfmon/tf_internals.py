@@ -450,6 +450,19 @@ def set_tf_state(obj, name, value):
   setattr(obj, name, value)
 
 
+# The timer of a hook that acts only at end (TF's hooks hold one; subclasses
+# call its methods): not exported by `tf.compat.v1.train`.
+NeverTriggerTimer = _tf_hooks.NeverTriggerTimer
+
+
+def graph_element(graph, name):
+  """The element of `graph` a name stands for, as TF1's hooks took it in
+  `begin()`: an op's name ('xent') is its sole output ('xent:0'); KeyError for
+  a name the graph lacks, ValueError for an op of several outputs."""
+  with graph.as_default():
+    return _tf_hooks._as_graph_element(name)  # pylint: disable=protected-access
+
+
 def timer_arguments(timer):
   """`(every_secs, every_steps)` of a TF hook's timer; both None if it never triggers."""
   if isinstance(timer, _tf_hooks.NeverTriggerTimer):

@@ -2,6 +2,7 @@
 
 import numbers
 
+from tfmon import tf_internals
 from tfmon import tf_logging as logging
 import numpy as np
 import tensorflow as tf
@@ -9,7 +10,7 @@ import tensorflow as tf
 from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
-from tfmon.hooks.timing import NeverTriggerTimer, steps_until_trigger
+from tfmon.hooks.timing import steps_until_trigger
 
 
 def _tag(item):
@@ -68,27 +69,6 @@ def _tags_and_tensors(tensors):
 def _holds_a_name(fetches):
   """Whether a nest of fetches holds a tensor name, which only a step's run resolves."""
   return any(isinstance(leaf, str) for leaf in tf.nest.flatten(fetches))
-
-
-def _as_graph_element(graph, name):
-  """The tensor a name in `tensors` stands for in a captured graph, as TF1's
-  LoggingTensorHook took it in `begin()`: an op's name ('xent') is its sole
-  output ('xent:0'), where `Session.run('xent')` fetches the op (None).
-
-  Raises:
-    KeyError: the name names nothing in the graph, or an op with no output
-      (TF1's error).
-    ValueError: the name is an op's with several outputs (TF1's error).
-  """
-  if ':' in name:
-    return graph.as_graph_element(name)
-  element = graph.as_graph_element(name + ':0')
-  try:
-    graph.as_graph_element(name + ':1')
-  except (KeyError, ValueError):
-    return element
-  raise ValueError('Name %s is ambiguous, as this `Operation` has multiple '
-                   'outputs (at least 2).' % name)
 
 
 def _check_every(value, arg_name):
@@ -162,7 +142,7 @@ class LoggingTensorHook(SessionRunHook):
                       f'of tag to value to a string; got {formatter!r}.')
     self._tag_order, self._tensors = _tags_and_tensors(tensors)
     self._formatter = formatter
-    self._timer = NeverTriggerTimer() if only_log_at_end else (
+    self._timer = tf_internals.NeverTriggerTimer() if only_log_at_end else (
         tf.compat.v1.train.SecondOrStepTimer(every_secs=every_n_secs,
                                              every_steps=every_n_iter))
     self._log_at_end = at_end
@@ -188,7 +168,7 @@ class LoggingTensorHook(SessionRunHook):
   def steps_until_observed(self, global_step):
     """Iterations until the next log line (one global step per iteration)."""
     del global_step  # this hook counts its own iterations, as v1's
-    if isinstance(self._timer, NeverTriggerTimer):
+    if isinstance(self._timer, tf_internals.NeverTriggerTimer):
       return None
     # The next run's first iteration is _iter_count; the one to log, last + N.
     return steps_until_trigger(self._timer, self._every_n_iter, self._iter_count - 1)
@@ -201,7 +181,7 @@ class LoggingTensorHook(SessionRunHook):
     # On a captured graph, names are its tensors, taken here as TF1 took them.
     self._current_tensors = self._tensors if graph is None else {
         tag: tf.nest.map_structure(
-            lambda leaf: _as_graph_element(graph, leaf) if isinstance(leaf, str) else leaf,
+            lambda leaf: tf_internals.graph_element(graph, leaf) if isinstance(leaf, str) else leaf,
             fetches)
         for tag, fetches in self._tensors.items()}
     self._split_at_end()

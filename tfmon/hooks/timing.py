@@ -21,22 +21,3 @@ def steps_until_trigger(timer, every_steps, step):
   if every_steps is None or last is None:
     return 1
   return max(1, last + every_steps - step)
-
-
-class NeverTriggerTimer:
-  """TF's `NeverTriggerTimer` (not exported by `tf.compat.v1.train`): the timer
-  of a hook that acts only at end, so subclasses find a timer there, as on TF's."""
-
-  def reset(self):
-    pass
-
-  def should_trigger_for_step(self, step):
-    del step
-    return False
-
-  def update_last_triggered_step(self, step):
-    del step
-    return (None, None)
-
-  def last_triggered_step(self):
-    return None
