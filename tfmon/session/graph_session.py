@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from tfmon import tf_internals
 from tfmon.compiled import graph_capture
+from tfmon.session import session_creator
 from tfmon.session.raw_session import RawSession
 
 
@@ -32,21 +33,22 @@ class Session(RawSession):
     target: TF1's execution engine to connect to; only '' (in-process) runs
       here.
     graph: The `tfmon.Graph` to run; by default, the default graph.
-    config: A `tf.compat.v1.ConfigProto`; eager TensorFlow sets devices and
-      threads for the whole process (`tf.config`), so it is not applied.
+    config: A `tf.compat.v1.ConfigProto`, not applied (eager TensorFlow sets
+      devices and threads for the whole process, with `tf.config`): a warning
+      names what it sets beyond TF2's defaults, as tfmon's sessions do.
 
   Raises:
     ValueError: for a remote `target`, or a graph that is not a `tfmon.Graph`.
   """
 
   def __init__(self, target='', graph=None, config=None):
-    del config  # eager TensorFlow's settings are the process's (tf.config)
     if target:
       raise ValueError(
           f'tf.compat.v1.Session(target={target!r}) on a tfmon.Graph: a captured '
           'graph runs in this process only. Drop target; to train on several '
           'processes, use tf.distribute.MultiWorkerMirroredStrategy with a tfmon '
           'session, or TF1\'s own graph mode (tf.Graph).')
+    session_creator.warn_unused('', config)  # tf.config sets the process's
     graph = graph if graph is not None else tf.compat.v1.get_default_graph()
     if not isinstance(graph, graph_capture.Graph):
       raise ValueError(

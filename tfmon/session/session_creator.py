@@ -80,7 +80,9 @@ def _restore_in_turn(session, scaffold, restore):
   return restored
 
 
-def _warn_unused(master, config):
+def warn_unused(master, config):
+  """Warns of `master` and of what `config` asks beyond TF2's defaults: a tfmon
+  session runs in this process, configured by `tf.config`."""
   if master:
     logging.warning(
         'master=%r is ignored: each worker runs its steps in its own process. '
@@ -132,7 +134,7 @@ class ChiefSessionCreator(SessionCreator):
   def __init__(self, scaffold=None, master='', config=None, checkpoint_dir=None,
                checkpoint_filename_with_path=None):
     self._scaffold = _check_scaffold(scaffold)
-    _warn_unused(master, config)
+    warn_unused(master, config)
     checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     if checkpoint_filename_with_path is not None and not isinstance(
         checkpoint_filename_with_path, (str, os.PathLike)):
@@ -173,7 +175,7 @@ class WorkerSessionCreator(SessionCreator):
   def __init__(self, scaffold=None, master='', config=None, max_wait_secs=30 * 60,
                checkpoint_dir=None):
     self._scaffold = _check_scaffold(scaffold)
-    _warn_unused(master, config)
+    warn_unused(master, config)
     del max_wait_secs
     self._checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
 
