@@ -346,3 +346,29 @@ def test_a_step_adding_two_stops_where_an_unfused_run_would(steps_per_loop):
   assert runs.numpy() == 14
   # Fused: 10 steps, then 4 ending exactly at the first step past 27.
   assert session_runs == {1: 14, 10: 2}[steps_per_loop]
+
+
+def _train_adding_four(graph_class, session_class, stop_hook_class, directory):
+  """A train op adding 4 to the global step: TF1 saved and stopped on the run
+  that crossed each due step (12, 24, 36; then 40), not on the one after."""
+  v1 = tf.compat.v1
+  with graph_class().as_default():
+    global_step = v1.train.get_or_create_global_step()
+    weight = v1.get_variable('w', [], initializer=v1.zeros_initializer())
+    train_op = tf.group(v1.assign_add(weight, 1.), v1.assign_add(global_step, 4))
+    with session_class(checkpoint_dir=str(directory), save_checkpoint_steps=10,
+                       save_summaries_steps=None, log_step_count_steps=None,
+                       hooks=[stop_hook_class(last_step=40)]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op)
+  state = tf.train.get_checkpoint_state(str(directory))
+  return [int(p.rsplit('-', 1)[-1]) for p in state.all_model_checkpoint_paths]
+
+
+def test_a_train_op_adding_four_saves_and_stops_where_tf1_did(tmp_path):
+  tf1 = _train_adding_four(tf.Graph, tf.compat.v1.train.MonitoredTrainingSession,
+                           tf.compat.v1.train.StopAtStepHook, tmp_path / 'tf1')
+  ported = _train_adding_four(tfmon.Graph, tfmon.train.MonitoredTrainingSession,
+                              tfmon.train.StopAtStepHook, tmp_path / 'tfmon')
+  assert tf1[-4:] == [12, 24, 36, 40]
+  assert ported == tf1

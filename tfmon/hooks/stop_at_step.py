@@ -62,6 +62,13 @@ class StopAtStepHook(SessionRunHook):
     return SessionRunArgs(self._global_step_tensor)
 
   def after_run(self, run_context, run_values):
+    # A session that tracks the global step knows where the run left it; v1's
+    # guess from the value fetched before the run assumes the run added one.
+    tracked = getattr(run_context, 'global_step_after', None)
+    if tracked is not None:
+      if tracked >= self._last_step:
+        run_context.request_stop()
+      return
     global_step = run_values.results + 1
     if global_step >= self._last_step:
       # The fetched value is the global step before this run's steps: read it

@@ -19,7 +19,9 @@ steps since that hook last saw a run, this run's included.
 The schedule tracks the global step (read once, then as each run leaves it:
 counted when the run adds a known constant, else read with its outputs; see
 HookedSession), so a run costs O(1) Python for idle hooks; the hooks due are
-only gathered when the run reaches the earliest due step.
+only gathered when the run reaches the earliest due step. A step is expected
+to add to the global step what steps added in the last two runs (one, unless a
+train op adds more: TF1's hooks saw the run that crossed their step then too).
 """
 
 import math
@@ -79,6 +81,8 @@ class ObservationSchedule:
     self._due = {}  # hook -> global step it must observe next (inf: never)
     self._next_due = None  # the earliest due step; None until the first plan
     self.value = None  # the global step value after the last run
+    self._stride = 1  # what a step added to the global step, the last two runs
+    self._added_last = 1  # what a step added in the last run
     self.hooks_due = False  # whether the run planned last is a hook's due run
     self._steps_total = 0
     # Skippable hook -> self._steps_total when it last saw a run.
@@ -98,13 +102,16 @@ class ObservationSchedule:
       self._next_due = min(self._due.values(), default=math.inf)
     steps = 1
     if fetches_are_fusible and self.fuses:
-      steps = int(max(1, min(self._steps_per_loop, self._next_due - self.value)))
-    self.hooks_due = self.value + steps >= self._next_due
+      steps = self._steps_per_loop
+      if self._next_due != math.inf:
+        runs_to_due = math.ceil((self._next_due - self.value) / self._stride)
+        steps = max(1, min(steps, runs_to_due))
+    self.hooks_due = self.value + steps * self._stride >= self._next_due
     if not self.hooks_due:
       if self.missed:
         self.missed = {}
       return steps, self._every_run
-    end = self.value + steps
+    end = self.value + steps * self._stride
     self.missed = {h: self._steps_total - self._last_seen[h]
                    for h in self._skippable if self._due[h] <= end}
     return steps, [h for h in self._hooks if h in self._every_run_set or
@@ -117,6 +124,12 @@ class ObservationSchedule:
 
   def after_run(self, global_step_value, steps_run):
     """Records the run planned last: the global step it reached and its steps."""
+    if self.value is not None and steps_run:
+      # Two runs in a row, so that a change made outside runs is not taken
+      # for what steps add.
+      added = math.ceil((global_step_value - self.value) / steps_run)
+      self._stride = max(1, min(added, self._added_last))
+      self._added_last = added
     self.value = global_step_value
     self._steps_total += steps_run
     for hook in self.missed:
