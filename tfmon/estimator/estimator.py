@@ -17,6 +17,7 @@ Estimator built a fresh `tf.Graph` and ran a MonitoredSession:
 Variables are shared between the modes by name, as TF1's checkpoints shared them.
 """
 
+import contextlib
 import inspect
 import os
 import tempfile
@@ -32,10 +33,12 @@ from tfmon import train as tfmon_train
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
 from tfmon.estimator import export as export_lib
+from tfmon.estimator import run_config as run_config_lib
 from tfmon.estimator import warm_start
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
 
 _MODEL_FN_ARGS = ('features', 'labels', 'mode', 'params', 'config')
+_INPUT_FN_ARGS = ('mode', 'params', 'config')
 
 
 class Estimator:
@@ -56,8 +59,9 @@ class Estimator:
   Raises:
     TypeError: a `model_fn` that is not callable or takes other arguments, or a
       `config` that is not a RunConfig.
-    ValueError: `model_dir` and `config.model_dir` that differ, or a
-      `warm_start_from` that is neither a path nor WarmStartSettings.
+    ValueError: `model_dir` and `config.model_dir` that differ, a
+      `warm_start_from` that is neither a path nor WarmStartSettings, or a
+      TF_CONFIG naming a cluster of more than one training task.
   """
 
   def __init__(self, model_fn, model_dir=None, config=None, params=None,
@@ -73,6 +77,13 @@ class Estimator:
       config = RunConfig()
     if not isinstance(config, RunConfig):
       raise TypeError(f'config={config!r} must be a tfmon.estimator.RunConfig.')
+    if config.training_cluster_size() > 1:
+      raise ValueError(
+          f'TF_CONFIG describes a cluster of {config.num_worker_replicas} workers and '
+          f'{config.num_ps_replicas} parameter servers ({config.cluster_spec.as_dict()}): '
+          'tfmon.estimator trains in one process. Unset TF_CONFIG to train here, or '
+          'train a step function under tfmon.train.MonitoredTrainingSession('
+          'strategy=tf.distribute.MultiWorkerMirroredStrategy()) (docs/distribution.md).')
     self._warm_start_settings = warm_start.settings_from(warm_start_from)
     model_dir = paths.check_directory(model_dir, 'model_dir')
     config_dir = paths.check_directory(config.model_dir, 'config.model_dir')
@@ -88,6 +99,7 @@ class Estimator:
     self._model_fn = model_fn
     self._model_fn_args = arguments
     self._params = dict(params or {})
+    self._warm_start_from = warm_start_from
 
   @property
   def model_dir(self):
@@ -103,7 +115,21 @@ class Estimator:
 
   @property
   def model_fn(self):
-    return self._model_fn
+    """The `model_fn`, bound to `params`: `model_fn(features, labels, mode,
+    config)`, as TF's Estimator returned it."""
+
+    def public_model_fn(features, labels, mode, config):
+      return self._call_model_fn(features, labels, mode, config)
+
+    return public_model_fn
+
+  def get_params(self, deep=True):
+    """The constructor's arguments, by name (scikit-learn's protocol, which
+    TF 1.x's contrib.learn estimators followed)."""
+    del deep  # no argument is itself an estimator
+    return {'model_fn': self._model_fn, 'model_dir': self._model_dir,
+            'config': self._config, 'params': self.params,
+            'warm_start_from': self._warm_start_from}
 
   # ---- training ----
 
@@ -137,11 +163,12 @@ class Estimator:
         logging.info('Skipping training since max_steps has already saved.')
         return self
     config = self._config
-    with graph_capture.Graph().as_default():
+    with self._graph():
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
-      features, labels, input_hooks = _input(input_fn, self._params, config)
-      spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+      features, labels, input_hooks = self._input(input_fn, ModeKeys.TRAIN)
+      spec = self._call_model_fn(features, labels, ModeKeys.TRAIN,
+                                 strategy=config.train_distribute)
       if not warm_start.holds_checkpoint(self._model_dir):
         self._maybe_warm_start(None)
       # TensorBoard's loss curve, unless the model_fn made one, as TF1's did.
@@ -182,11 +209,15 @@ class Estimator:
             l for l in saving_listeners if l not in savers[0]._listeners)  # pylint: disable=protected-access
       loss = None
       with tfmon_train.MonitoredTrainingSession(
+          master=config.master, is_chief=config.is_chief,
           checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=worker_hooks,
           chief_only_hooks=chief_hooks + list(spec.training_chief_hooks),
           save_checkpoint_secs=None, save_checkpoint_steps=None,
           save_summaries_steps=config.save_summary_steps,
-          log_step_count_steps=config.log_step_count_steps) as session:
+          config=config.session_config,
+          max_wait_secs=config.session_creation_timeout_secs,
+          log_step_count_steps=config.log_step_count_steps,
+          save_graph_def=config.checkpoint_save_graph_def) as session:
         while not session.should_stop():
           _, loss = session.run([spec.train_op, spec.loss])
     if loss is None:
@@ -220,11 +251,12 @@ class Estimator:
     if steps is not None and steps <= 0:
       raise ValueError(f'Must specify steps > 0, given: {steps}')
     checkpoint = self._checkpoint_or_initialization(checkpoint_path, 'evaluate')
-    with graph_capture.Graph().as_default():
+    with self._graph():
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
-      features, labels, input_hooks = _input(input_fn, self._params, self._config)
-      spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
+      features, labels, input_hooks = self._input(input_fn, ModeKeys.EVAL)
+      spec = self._call_model_fn(features, labels, ModeKeys.EVAL,
+                                 strategy=self._config.eval_distribute)
       self._maybe_warm_start(checkpoint)
       metrics = dict(spec.eval_metric_ops)
       if 'loss' not in metrics:
@@ -237,7 +269,8 @@ class Estimator:
       update_ops = [update for _, update in metrics.values()]
       with tfmon_train.MonitoredSession(
           session_creator=tfmon_train.ChiefSessionCreator(
-              scaffold=_scaffold(spec.scaffold), checkpoint_filename_with_path=checkpoint),
+              scaffold=_scaffold(spec.scaffold), config=self._config.session_config,
+              checkpoint_filename_with_path=checkpoint),
           hooks=eval_hooks) as session:
         while not session.should_stop():
           session.run(update_ops)
@@ -276,10 +309,10 @@ class Estimator:
     graph = graph_capture.Graph()
     # The graph is the default only while it builds and runs, never across a
     # yield: the caller's code between two predictions runs as it would anyway.
-    with graph.as_default():
+    with self._graph(graph):
       self._seed()
       tf.compat.v1.train.get_or_create_global_step()
-      features, _, input_hooks = _input(input_fn, self._params, self._config)
+      features, _, input_hooks = self._input(input_fn, ModeKeys.PREDICT)
       spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
       self._maybe_warm_start(checkpoint)
       predictions = spec.predictions
@@ -293,7 +326,8 @@ class Estimator:
         predictions = {k: predictions[k] for k in predict_keys}
       session = tfmon_train.MonitoredSession(
           session_creator=tfmon_train.ChiefSessionCreator(
-              scaffold=_scaffold(spec.scaffold), checkpoint_filename_with_path=checkpoint),
+              scaffold=_scaffold(spec.scaffold), config=self._config.session_config,
+              checkpoint_filename_with_path=checkpoint),
           hooks=input_hooks + list(hooks or []) + list(spec.prediction_hooks))
     try:
       while True:
@@ -353,7 +387,47 @@ class Estimator:
         as_text=as_text, checkpoint_path=checkpoint_path,
         experimental_mode=experimental_mode)
 
-  export_savedmodel = export_saved_model  # TF1's deprecated name
+  def export_savedmodel(self, export_dir_base, serving_input_receiver_fn,
+                        assets_extra=None, as_text=False, checkpoint_path=None,
+                        strip_default_attrs=False):
+    """TF1's name of `export_saved_model` (the PREDICT graph).
+
+    `strip_default_attrs`: TF2's SavedModel writer always leaves out attributes
+    at their default values (readers fill them in), which True asked for; False
+    is accepted and writes the same.
+    """
+    del strip_default_attrs  # see the docstring
+    return self.export_saved_model(export_dir_base, serving_input_receiver_fn,
+                                   assets_extra=assets_extra, as_text=as_text,
+                                   checkpoint_path=checkpoint_path)
+
+  def experimental_export_all_saved_models(self, export_dir_base,
+                                           input_receiver_fn_map, assets_extra=None,
+                                           as_text=False, checkpoint_path=None):
+    """Exports the graphs `input_receiver_fn_map` names by mode: the PREDICT
+    one, as `export_saved_model` (tfmon exports no TRAIN or EVAL graph).
+
+    Args:
+      export_dir_base: The directory in which to make the export's directory.
+      input_receiver_fn_map: `{ModeKeys.PREDICT: serving_input_receiver_fn}`.
+      assets_extra, as_text, checkpoint_path: As for `export_saved_model`.
+
+    Returns:
+      The export's directory, as bytes.
+
+    Raises:
+      ValueError: a map without PREDICT, or with TRAIN or EVAL receivers.
+    """
+    modes = set(input_receiver_fn_map or {})
+    if modes != {ModeKeys.PREDICT}:
+      raise ValueError(
+          f'input_receiver_fn_map has modes {sorted(modes)}: tfmon exports the '
+          f'PREDICT graph only ({{ModeKeys.PREDICT: serving_input_receiver_fn}}); a '
+          'TRAIN or EVAL SavedModel was a TF1 graph for TF1 sessions. Train from '
+          'model_dir.')
+    return self.export_saved_model(
+        export_dir_base, input_receiver_fn_map[ModeKeys.PREDICT],
+        assets_extra=assets_extra, as_text=as_text, checkpoint_path=checkpoint_path)
 
   def eval_dir(self, name=None):
     """Where `evaluate(name=name)` writes its results."""
@@ -404,13 +478,26 @@ class Estimator:
     if self._config.tf_random_seed is not None:
       tf.compat.v1.set_random_seed(self._config.tf_random_seed)
 
-  def _call_model_fn(self, features, labels, mode):
+  @contextlib.contextmanager
+  def _graph(self, graph=None):
+    """A new graph (or `graph`) as the default, under `config.device_fn`."""
+    graph = graph or graph_capture.Graph()
+    with graph.as_default(), graph.device(self._config.device_fn):
+      yield graph
+
+  def _input(self, input_fn, mode):
+    return _input(input_fn, mode, self._params, self._config)
+
+  def _call_model_fn(self, features, labels, mode, config=None, strategy=None):
+    """The model_fn's spec for `mode`, built on `strategy`'s device (a
+    OneDeviceStrategy's) if given."""
     available = {'features': features, 'labels': labels, 'mode': mode,
-                 'params': self._params, 'config': self._config}
+                 'params': self._params, 'config': config or self._config}
     kwargs = {k: v for k, v in available.items() if k in self._model_fn_args}
     if 'labels' not in self._model_fn_args and labels is not None:
       raise ValueError('model_fn does not take labels, but input_fn returns them.')
-    spec = self._model_fn(**kwargs)
+    with tf.compat.v1.device(run_config_lib.strategy_device(strategy)):
+      spec = self._model_fn(**kwargs)
     if not isinstance(spec, EstimatorSpec):
       raise TypeError(f'model_fn must return a tfmon.estimator.EstimatorSpec; got '
                       f'{spec!r} of type {type(spec).__name__}.')
@@ -430,13 +517,34 @@ class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
       run_context.request_stop()
 
 
-def _input(input_fn, params, config):
+def input_fn_kwargs(input_fn, mode, params, config):
+  """What TF's Estimator passed `input_fn`: those of `mode`, `params` and
+  `config` its signature names.
+
+  Raises:
+    TypeError: `input_fn` not callable, or with a required argument of another
+      name.
+  """
+  if not callable(input_fn):
+    raise TypeError(f'input_fn={input_fn!r} is not callable.')
+  parameters = inspect.signature(input_fn).parameters
+  required = sorted(
+      name for name, p in parameters.items()
+      if p.default is inspect.Parameter.empty and name not in _INPUT_FN_ARGS and
+      p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
+  if required:
+    raise TypeError(f'input_fn has arguments {required}, which Estimator does not '
+                    f'pass: it passes any of {list(_INPUT_FN_ARGS)}, by name '
+                    '(bind others with functools.partial or a lambda).')
+  available = {'mode': mode, 'params': params, 'config': config}
+  return {k: v for k, v in available.items() if k in parameters}
+
+
+def _input(input_fn, mode, params, config):
   """`(features, labels, hooks)` from what `input_fn` returns (labels may be
   None): a Dataset is read through an initializable iterator (a one-shot one
   cannot hold a shuffle's seed), which a hook initializes, as Estimator did."""
-  arguments = set(inspect.signature(input_fn).parameters)
-  kwargs = {k: v for k, v in (('params', params), ('config', config)) if k in arguments}
-  result = input_fn(**kwargs)
+  result = input_fn(**input_fn_kwargs(input_fn, mode, params, config))
   hooks = []
   if isinstance(result, tf.data.Dataset):
     iterator = tf.compat.v1.data.make_initializable_iterator(result)

@@ -513,7 +513,8 @@ def _build_serving_graph(estimator, serving_input_receiver_fn):
   graph = graph_capture.Graph()
   tracker = tf_internals.ResourceTracker()
   # pylint: disable=protected-access  (the Estimator's own steps, as predict builds)
-  with graph.as_default(), tf_internals.resource_tracker_scope(tracker):
+  with graph.as_default(), graph.device(estimator.config.device_fn), \
+      tf_internals.resource_tracker_scope(tracker):
     estimator._seed()
     tf.compat.v1.train.get_or_create_global_step()
     receiver = serving_input_receiver_fn()

@@ -1,10 +1,12 @@
-"""ModeKeys, EstimatorSpec and RunConfig, with tf.estimator's names and checks."""
+"""ModeKeys and EstimatorSpec, with tf.estimator's names and checks (RunConfig:
+run_config.py, imported here too)."""
 
 import collections
 
 import tensorflow as tf
 
 from tfmon import arg_checks
+from tfmon.estimator.run_config import RunConfig  # pylint: disable=unused-import
 
 
 class ModeKeys:
@@ -58,63 +60,3 @@ class EstimatorSpec(collections.namedtuple('EstimatorSpec', _SPEC_FIELDS)):
         cls, mode, predictions, loss, train_op, dict(eval_metric_ops or {}),
         export_outputs, hooks['training_chief_hooks'], hooks['training_hooks'],
         scaffold, hooks['evaluation_hooks'], hooks['prediction_hooks'])
-
-
-_USE_DEFAULT = object()
-
-
-class RunConfig:
-  """The run configuration tf.estimator.RunConfig held, with its defaults.
-
-  Args:
-    model_dir: Where checkpoints and event files go (the Estimator's wins).
-    tf_random_seed: The graph-level random seed.
-    save_summary_steps: Record summaries every N steps.
-    save_checkpoints_steps: Save every N steps (not with `save_checkpoints_secs`).
-    save_checkpoints_secs: Save every N seconds (600 when neither is given; both
-      None: no checkpoints, as TF1).
-    keep_checkpoint_max: Checkpoints kept.
-    keep_checkpoint_every_n_hours: Also keep one every N hours.
-    log_step_count_steps: Log the loss and the step rate every N steps.
-    train_distribute: Must be None: see the error.
-
-  Raises:
-    ValueError: both save_checkpoints_steps and save_checkpoints_secs, or a
-      train_distribute strategy.
-  """
-
-  def __init__(self, model_dir=None, tf_random_seed=None, save_summary_steps=100,
-               save_checkpoints_steps=_USE_DEFAULT, save_checkpoints_secs=_USE_DEFAULT,
-               session_config=None, keep_checkpoint_max=5,
-               keep_checkpoint_every_n_hours=10000, log_step_count_steps=100,
-               train_distribute=None, **unused):
-    del session_config, unused  # TF1 session settings: configure tf.config instead
-    # TF1's defaults: every 600 seconds when neither is given; none when both
-    # are given as None.
-    if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
-      save_checkpoints_steps, save_checkpoints_secs = None, 600
-    elif save_checkpoints_secs is _USE_DEFAULT:
-      save_checkpoints_secs = None
-    elif save_checkpoints_steps is _USE_DEFAULT:
-      save_checkpoints_steps = None
-    elif save_checkpoints_steps is not None and save_checkpoints_secs is not None:
-      raise ValueError('Can not provide both save_checkpoints_steps and '
-                       'save_checkpoints_secs.')
-    if train_distribute is not None:
-      raise ValueError(
-          f'train_distribute={train_distribute!r}: tfmon.estimator runs a model_fn '
-          'in one process without a strategy. Train under a strategy with a step '
-          'function and tfmon.train.MonitoredTrainingSession(strategy=...).')
-    self.model_dir = model_dir
-    self.tf_random_seed = tf_random_seed
-    self.save_summary_steps = save_summary_steps
-    self.save_checkpoints_steps = save_checkpoints_steps
-    self.save_checkpoints_secs = save_checkpoints_secs
-    self.keep_checkpoint_max = keep_checkpoint_max
-    self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
-    self.log_step_count_steps = log_step_count_steps
-    self.train_distribute = None
-
-  def replace(self, **kwargs):
-    values = dict(vars(self), **kwargs)
-    return RunConfig(**values)
