@@ -124,6 +124,50 @@ def test_tf_keras_layers_and_their_slots_get_tf1s_names():
   assert ours == tf1
 
 
+# First values of each variable under TF 2.15 with `disable_v2_behavior()`
+# (TF1's behaviour there; with v2 behaviour on, TF 2.15's layers ignored the
+# graph seed and drew differently every run): the build in the test below, run
+# as `tf.compat.v1.layers`, `tf.keras` and `tf.Graph` in TF 2.15.1.
+_TF215_FIRST_VALUES = {
+    'conv/kernel:0': [0.239218, -0.397924, -0.038835],
+    'hidden/kernel:0': [-0.147168, -0.061646, -0.037068],
+    'sequential/dense/kernel:0': [0.876904, -0.897406, 0.747386],
+    'sequential/dense_1/kernel:0': [-0.667547, 0.085335, -0.99236],
+    'logits/kernel:0': [0.898794, -1.219435, 1.027443],
+}
+
+
+def test_v1_and_tf_keras_layers_start_from_tf1s_values_under_a_graph_seed():
+  tf_keras = pytest.importorskip('tf_keras')
+  v1 = tf.compat.v1
+  with tfmon.Graph().as_default():
+    v1.set_random_seed(7)
+    x = v1.placeholder(tf.float32, [None, 4, 4, 1])
+    conv = v1.layers.conv2d(x, 2, 3, name='conv')
+    dropped = v1.layers.dropout(conv, 0.5, training=True)  # a seeded op between
+    hidden = v1.layers.dense(v1.layers.flatten(dropped), 3, name='hidden',
+                             kernel_initializer=v1.truncated_normal_initializer(stddev=0.1))
+    model = tf_keras.Sequential([tf_keras.layers.Dense(3, kernel_initializer='he_normal'),
+                                 tf_keras.layers.Dense(2)])
+    v1.layers.dense(model(hidden), 2, name='logits')
+    with tfmon.train.Session() as sess:
+      sess.run(v1.global_variables_initializer())
+      values = {v.name: sess.run(v).ravel()[:3] for v in v1.global_variables()}
+  for name, expected in _TF215_FIRST_VALUES.items():
+    np.testing.assert_allclose(values[name], expected, atol=1e-6, err_msg=name)
+
+
+def test_a_seeded_tf_keras_initializer_keeps_its_own_values():
+  tf_keras = pytest.importorskip('tf_keras')
+  initializer = tf_keras.initializers.GlorotUniform(seed=3)
+  expected = initializer([3, 2]).numpy()
+  with tfmon.Graph().as_default():
+    tf.compat.v1.set_random_seed(7)
+    layer = tf_keras.layers.Dense(2, kernel_initializer=tf_keras.initializers.GlorotUniform(seed=3))
+    layer(tf.compat.v1.placeholder(tf.float32, [None, 3]))
+  np.testing.assert_allclose(layer.kernel.numpy(), expected)
+
+
 def test_what_writes_return_is_of_the_graph_and_named_as_tf1s():
   # TF makes the value a write returns (`_UnreadVariable`) eager when the
   # variable is, as a captured graph's are; hooks assert on its `.graph` and

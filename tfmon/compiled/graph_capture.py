@@ -173,7 +173,8 @@ class Graph(tf_internals.FuncGraph):
     if isinstance(initial_value, tf.Tensor) and getattr(initial_value, 'graph', None) is self:
       kwargs['initial_value'] = self._evaluate(initial_value, kwargs['name'])
     elif callable(initial_value) and self.seed is not None and tf_internals.CAN_SEED:
-      kwargs['initial_value'] = functools.partial(_initial_value_as_tf1, self, initial_value)
+      kwargs['initial_value'] = functools.partial(
+          _initial_value_as_tf1, self, _with_tf1_initializer(initial_value))
     variable = self._variable_holder.variable_creator_scope(next_creator, **kwargs)
     if isinstance(variable, tf.Variable) and not isinstance(variable, _GraphVariable):
       initial = None
@@ -284,6 +285,47 @@ class Graph(tf_internals.FuncGraph):
       with tf.init_scope():
         self._wrapped = tf_internals.WrappedFunction(self, self._variable_holder)
     return self._wrapped
+
+
+def _tf1_initializer(initializer):
+  """TF1's initializer for a tf_keras one given no seed, or None.
+
+  Under TF1 (and `disable_v2_behavior()`) Keras and the v1 layers resolved
+  'glorot_uniform' and the rest to TF1's initializers, seeded by the graph's
+  seed; in TF2 they resolve to Keras' own, seeded at random when given no seed,
+  whatever `set_random_seed` says."""
+  if not type(initializer).__module__.startswith('tf_keras.'):
+    return None
+  config = initializer.get_config()
+  if config.get('seed', 0) is not None:  # seeded, or not random
+    return None
+  v1 = tf.compat.v1
+  name = type(initializer).__name__
+  scaled = {'HeNormal': (2., 'truncated_normal'), 'HeUniform': (2., 'uniform'),
+            'LecunNormal': (1., 'truncated_normal'), 'LecunUniform': (1., 'uniform')}
+  if name in scaled:
+    scale, distribution = scaled[name]
+    return v1.variance_scaling_initializer(scale, 'fan_in', distribution)
+  make = {'GlorotUniform': v1.glorot_uniform_initializer,
+          'GlorotNormal': v1.glorot_normal_initializer,
+          'VarianceScaling': v1.variance_scaling_initializer,
+          'RandomNormal': v1.random_normal_initializer,
+          'RandomUniform': v1.random_uniform_initializer,
+          'TruncatedNormal': v1.truncated_normal_initializer,
+          'Orthogonal': v1.orthogonal_initializer}.get(name)
+  return None if make is None else make(**config)
+
+
+def _with_tf1_initializer(initial_value):
+  """`initial_value` (a partial of an initializer, as `get_variable` and
+  tf_keras make it) with TF1's initializer in place of tf_keras' (see
+  _tf1_initializer), so a layer's weights start from TF1's values."""
+  if not isinstance(initial_value, functools.partial):
+    return initial_value
+  tf1 = _tf1_initializer(initial_value.func)
+  if tf1 is None:
+    return initial_value
+  return functools.partial(tf1, *initial_value.args, **initial_value.keywords)
 
 
 def _initial_value_as_tf1(graph, initial_value):
