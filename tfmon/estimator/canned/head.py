@@ -1,0 +1,1202 @@
+"""TF 2.15's heads (`tf.estimator.BinaryClassHead`, ...): from logits to loss,
+predictions, evaluation metrics, export outputs and the EstimatorSpec.
+
+A head is what a premade estimator's model_fn ends with: given the logits it
+builds, in the model_fn's graph, the predictions (`logits`, `logistic`,
+`probabilities`, `class_ids`, `classes`, `all_class_ids`, `all_classes`, or
+`predictions`), the loss (reduced as `loss_reduction` says), the metrics of
+`evaluate()` under TF 2.15's keys, and the serving signatures
+(`serving_default`, `classification`, `regression`, `predict`).
+
+TF 2.15's heads measured with Keras 2 metric objects; those need Keras 2's graph
+mode, so the metrics here are small graph metrics with the same update rules
+and results (`Mean`, `Accuracy`, `Precision`, `Recall`, `AUC` with 200
+thresholds and Keras' interpolations), each a set of local variables, its
+update ops and its result.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tfmon.estimator import export as export_lib
+from tfmon.estimator.canned import optimizers
+from tfmon.estimator.spec import EstimatorSpec, ModeKeys
+
+DEFAULT_SERVING_KEY = 'serving_default'
+CLASSIFY_SERVING_KEY = 'classification'
+REGRESS_SERVING_KEY = 'regression'
+PREDICT_SERVING_KEY = 'predict'
+
+
+class MetricKeys:
+  """The keys of `evaluate()`'s results, TF 2.15's."""
+  LOSS = 'loss'
+  LOSS_MEAN = 'average_loss'
+  LOSS_REGULARIZATION = 'regularization_loss'
+  ACCURACY = 'accuracy'
+  PRECISION = 'precision'
+  RECALL = 'recall'
+  ACCURACY_BASELINE = 'accuracy_baseline'
+  AUC = 'auc'
+  AUC_PR = 'auc_precision_recall'
+  LABEL_MEAN = 'label/mean'
+  PREDICTION_MEAN = 'prediction/mean'
+  ACCURACY_AT_THRESHOLD = 'accuracy/positive_threshold_%g'
+  PRECISION_AT_THRESHOLD = 'precision/positive_threshold_%g'
+  RECALL_AT_THRESHOLD = 'recall/positive_threshold_%g'
+  PROBABILITY_MEAN_AT_CLASS = 'probability_mean/class%d'
+  AUC_AT_CLASS = 'auc/class%d'
+  AUC_PR_AT_CLASS = 'auc_precision_recall/class%d'
+  PROBABILITY_MEAN_AT_NAME = 'probability_mean/%s'
+  AUC_AT_NAME = 'auc/%s'
+  AUC_PR_AT_NAME = 'auc_precision_recall/%s'
+
+
+class PredictionKeys:
+  """The keys of `predict()`'s results, TF 2.15's."""
+  CLASSES = 'classes'
+  CLASS_IDS = 'class_ids'
+  ALL_CLASSES = 'all_classes'
+  ALL_CLASS_IDS = 'all_class_ids'
+  LOGISTIC = 'logistic'
+  LOGITS = 'logits'
+  PREDICTIONS = 'predictions'
+  PROBABILITIES = 'probabilities'
+
+
+# tf.keras.losses.Reduction's values, and tf.compat.v1.losses.Reduction's that
+# mean the same, to the reduction applied.
+_REDUCTIONS = {'sum_over_batch_size': 'sum_over_batch_size', 'auto': 'sum_over_batch_size',
+               'sum': 'sum', 'weighted_sum_over_batch_size': 'sum_over_batch_size',
+               'weighted_sum': 'sum'}
+
+
+def _check_loss_reduction(loss_reduction):
+  if loss_reduction not in _REDUCTIONS:
+    raise ValueError(f'Invalid loss_reduction: {loss_reduction!r}. Give one of '
+                     "'sum_over_batch_size' (the default), 'sum' or 'auto'.")
+  return _REDUCTIONS[loss_reduction]
+
+
+def _check_loss_fn(loss_fn):
+  if loss_fn is None:
+    return None
+  if not callable(loss_fn):
+    raise ValueError(f'loss_fn={loss_fn!r} is not callable.')
+  import inspect  # pylint: disable=g-import-not-at-top
+  args = set(inspect.signature(loss_fn).parameters)
+  missing = sorted({'labels', 'logits'} - args)
+  unexpected = sorted(args - {'labels', 'logits', 'features', 'loss_reduction'})
+  if missing or unexpected:
+    raise ValueError(f'loss_fn must take labels and logits (and may take features); '
+                     f'it lacks {missing} and has unexpected {unexpected}.')
+  return loss_fn
+
+
+def _check_vocabulary(label_vocabulary, n_classes):
+  if label_vocabulary is None:
+    return None
+  if not isinstance(label_vocabulary, (list, tuple)):
+    raise ValueError(f'label_vocabulary should be a list or a tuple of strings. Given '
+                     f'type: {type(label_vocabulary).__name__}.')
+  if not all(isinstance(v, str) for v in label_vocabulary):
+    raise ValueError(f'label_vocabulary={label_vocabulary!r} must hold strings.')
+  if len(label_vocabulary) != n_classes:
+    raise ValueError(f'label_vocabulary has {len(label_vocabulary)} items, but there '
+                     f'are n_classes={n_classes} classes: give one string per class.')
+  return tuple(label_vocabulary)
+
+
+def _check_thresholds(thresholds):
+  thresholds = tuple(thresholds or ())
+  for threshold in thresholds:
+    if not 0.0 < threshold < 1.0:
+      raise ValueError(f'thresholds must be in (0, 1); given {thresholds}.')
+  return thresholds
+
+
+# ---- metrics ----
+
+
+def _metric_variable(shape, name):
+  return tf.compat.v1.Variable(
+      lambda: tf.zeros(shape, tf.float32), trainable=False, name=name,
+      collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
+                   tf.compat.v1.GraphKeys.METRIC_VARIABLES])
+
+
+def _weights_like(sample_weight, values):
+  if sample_weight is None:
+    return tf.ones_like(values)
+  return tf.cast(sample_weight, tf.float32) * tf.ones_like(values)
+
+
+class Mean:
+  """The weighted mean of the values seen, as `tf.keras.metrics.Mean`."""
+
+  def __init__(self, name):
+    self.name = name
+    self.total = _metric_variable([], 'total')
+    self.count = _metric_variable([], 'count')
+    self.updates = []
+
+  def update_state(self, values, sample_weight=None):
+    values = tf.cast(values, tf.float32)
+    weights = _weights_like(sample_weight, values)
+    self.updates += [tf.compat.v1.assign_add(self.total, tf.reduce_sum(values * weights)),
+                     tf.compat.v1.assign_add(self.count, tf.reduce_sum(weights))]
+
+  def result(self):
+    return tf.math.divide_no_nan(self.total, self.count)
+
+
+class Accuracy(Mean):
+  """How often predictions equal labels (`threshold`: predictions above it are
+  1), as `tf.keras.metrics.Accuracy` and `BinaryAccuracy`."""
+
+  def __init__(self, name, threshold=None):
+    super().__init__(name)
+    self._threshold = threshold
+
+  def update_state(self, y_true, y_pred, sample_weight=None):  # pylint: disable=arguments-renamed
+    y_true = tf.cast(y_true, tf.float32)
+    y_pred = tf.cast(y_pred, tf.float32)
+    if self._threshold is not None:
+      y_pred = tf.cast(y_pred > self._threshold, tf.float32)
+    super().update_state(tf.cast(tf.equal(y_true, y_pred), tf.float32), sample_weight)
+
+
+class _AccuracyBaseline:
+  """The accuracy of always predicting the majority label, from `label/mean`."""
+
+  def __init__(self, label_mean):
+    self.name = MetricKeys.ACCURACY_BASELINE
+    self._label_mean = label_mean
+    self.updates = []
+
+  def result(self):
+    total, count = self._label_mean.total, self._label_mean.count
+    return tf.math.divide_no_nan(tf.maximum(total, count - total), count)
+
+
+class _Confusion:
+  """True/false positive/negative counts at thresholds (Keras' rule: a
+  prediction above a threshold is positive)."""
+
+  def __init__(self, name, thresholds):
+    self.name = name
+    self.thresholds = np.asarray(thresholds, np.float32)
+    shape = [len(self.thresholds)]
+    self.tp, self.fp, self.tn, self.fn = (_metric_variable(shape, n) for n in
+                                          ('true_positives', 'false_positives',
+                                           'true_negatives', 'false_negatives'))
+    self.updates = []
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    y_pred = tf.cast(y_pred, tf.float32)
+    weights = tf.reshape(_weights_like(sample_weight, y_pred), [-1, 1])
+    label = tf.reshape(tf.cast(tf.cast(y_true, tf.bool), tf.float32), [-1, 1])
+    above = tf.cast(tf.reshape(y_pred, [-1, 1]) > self.thresholds[None, :], tf.float32)
+    for variable, value in ((self.tp, label * above), (self.fp, (1 - label) * above),
+                            (self.tn, (1 - label) * (1 - above)),
+                            (self.fn, label * (1 - above))):
+      self.updates.append(tf.compat.v1.assign_add(
+          variable, tf.reduce_sum(value * weights, axis=0)))
+
+
+class Precision(_Confusion):
+  """tp / (tp + fp) at `threshold`, as `tf.keras.metrics.Precision`."""
+
+  def __init__(self, name, threshold=0.5):
+    super().__init__(name, [threshold])
+
+  def result(self):
+    return tf.math.divide_no_nan(self.tp, self.tp + self.fp)[0]
+
+
+class Recall(_Confusion):
+  """tp / (tp + fn) at `threshold`, as `tf.keras.metrics.Recall`."""
+
+  def __init__(self, name, threshold=0.5):
+    super().__init__(name, [threshold])
+
+  def result(self):
+    return tf.math.divide_no_nan(self.tp, self.tp + self.fn)[0]
+
+
+class AUC(_Confusion):
+  """The area under the ROC or PR curve, as `tf.keras.metrics.AUC` computed it:
+  200 thresholds, trapezoids for ROC, Davis & Goadrich's interpolation for PR."""
+
+  def __init__(self, name, curve='ROC', num_thresholds=200):
+    inner = [(i + 1) / (num_thresholds - 1) for i in range(num_thresholds - 2)]
+    super().__init__(name, [-1e-7] + inner + [1.0 + 1e-7])
+    self._curve = curve
+
+  def result(self):
+    tp, fp, tn, fn = self.tp, self.fp, self.tn, self.fn
+    if self._curve == 'PR':
+      dtp = tp[:-1] - tp[1:]
+      p = tp + fp
+      dp = p[:-1] - p[1:]
+      slope = tf.math.divide_no_nan(dtp, tf.maximum(dp, 0))
+      intercept = tp[1:] - slope * p[1:]
+      ratio = tf.where(tf.logical_and(p[:-1] > 0, p[1:] > 0),
+                       tf.math.divide_no_nan(p[:-1], tf.maximum(p[1:], 0)),
+                       tf.ones_like(p[1:]))
+      return tf.reduce_sum(tf.math.divide_no_nan(
+          slope * (dtp + intercept * tf.math.log(ratio)), tf.maximum(tp[1:] + fn[1:], 0)))
+    recall = tf.math.divide_no_nan(tp, tp + fn)
+    fp_rate = tf.math.divide_no_nan(fp, fp + tn)
+    return tf.reduce_sum((fp_rate[:-1] - fp_rate[1:]) * (recall[:-1] + recall[1:]) / 2.)
+
+
+def _eval_metric_ops(metrics):
+  """EstimatorSpec's `(value, update_op)` pairs of graph metrics."""
+  return {key: (metric.result(), tf.group(*metric.updates))
+          for key, metric in metrics.items()}
+
+
+# ---- shared checks and pieces ----
+
+
+def _check_logits(logits, dimension):
+  with tf.compat.v1.name_scope('logits'):
+    logits = tf.cast(logits, tf.float32)
+    shape = logits.shape
+    if shape.ndims is not None and shape.ndims < 2:
+      raise ValueError(f'logits must have rank at least 2; got shape {shape}.')
+    if shape.ndims is not None and shape[-1] is not None and shape[-1] != dimension:
+      raise ValueError(f'logits shape must be [D0, D1, ... DN, {dimension}], got {shape}.')
+    return logits
+
+
+def _check_labels(labels, logits, dimension):
+  """Dense labels shaped as logits with last dimension `dimension`."""
+  if labels is None:
+    raise ValueError('You must provide a labels Tensor. Given: None. Check that your '
+                     'data contains your label feature, and that input_fn returns '
+                     '(features, labels).')
+  with tf.compat.v1.name_scope('labels'):
+    labels = tf.compat.v1.convert_to_tensor_or_sparse_tensor(labels)
+    if isinstance(labels, tf.SparseTensor):
+      raise ValueError(f'SparseTensor labels are not supported: labels must be a '
+                       f'Tensor of shape [batch_size, {dimension}]; use '
+                       'tf.sparse.to_dense in input_fn.')
+    if (labels.shape.ndims is not None and logits.shape.ndims is not None
+        and labels.shape.ndims == logits.shape.ndims - 1):
+      labels = tf.expand_dims(labels, -1)
+    if labels.shape.ndims is not None:
+      if labels.shape.ndims < 2:
+        raise ValueError(f'labels must have shape [batch_size, {dimension}]; got '
+                         f'{labels.shape}.')
+      if labels.shape[-1] is not None and labels.shape[-1] != dimension:
+        raise ValueError(f'Mismatched label shape. Expected labels dimension={dimension}.'
+                         f'  Received {labels.shape[-1]}. Check the estimator\'s '
+                         'n_classes or label_dimension, and the labels input_fn returns.')
+    expected = tf.concat([tf.shape(logits)[:-1], [dimension]], axis=0)
+    check = tf.compat.v1.debugging.assert_equal(
+        expected, tf.shape(labels), message=f'labels shape must be [D0, D1, ... DN, '
+        f'{dimension}]', data=['expected_labels_shape: ', expected,
+                               'labels_shape: ', tf.shape(labels)])
+    with tf.control_dependencies([check]):
+      return tf.identity(labels)
+
+
+def _check_label_range(labels, n_classes, message=None):
+  with tf.compat.v1.name_scope('check_label_range'):
+    less = tf.compat.v1.debugging.assert_less_equal(
+        labels, tf.cast(n_classes - 1, labels.dtype),
+        message=message or f'Labels must be <= n_classes - 1 = {n_classes - 1}')
+    positive = tf.compat.v1.debugging.assert_non_negative(
+        labels, message=message or 'Labels must be >= 0')
+    with tf.control_dependencies([less, positive]):
+      return tf.identity(labels)
+
+
+def _weights(features, weight_column, logits, allow_per_logit=False):
+  """The example weights of `weight_column` (a key or a numeric column), shaped
+  [batch, 1] (or as logits, if allowed); 1.0 without one."""
+  if weight_column is None:
+    return 1.0
+  with tf.compat.v1.name_scope('weights'):
+    if isinstance(weight_column, str):
+      key, size, normalizer = weight_column, 1, None
+    elif type(weight_column).__name__ == 'NumericColumn':
+      key, normalizer = weight_column.key, weight_column.normalizer_fn
+      size = int(np.prod(weight_column.shape))
+    else:
+      raise TypeError(f'weight_column must be a feature name or a '
+                      f'tf.feature_column.numeric_column; given '
+                      f'{type(weight_column).__name__}.')
+    if key not in features:
+      raise ValueError(f'weight_column {key!r} is not among the features '
+                       f'{sorted(features)}: input_fn must return it.')
+    weights = features[key]
+    if not (weights.dtype.is_floating or weights.dtype.is_integer):
+      raise ValueError(f'weight_column {key!r} should be castable to float. Given '
+                       f'dtype: {weights.dtype.name}.')
+    if normalizer is not None:
+      weights = normalizer(weights)
+    weights = tf.reshape(tf.cast(weights, tf.float32), [-1, size])
+    batch = tf.shape(logits)[:-1]
+    allowed = [tf.reduce_all(tf.equal(tf.concat([batch, [1]], 0), tf.shape(weights)))]
+    if allow_per_logit:
+      allowed.append(tf.reduce_all(tf.equal(tf.shape(logits), tf.shape(weights))))
+    check = tf.debugging.Assert(
+        tf.reduce_any(allowed),
+        ['weights shape must be [batch_size, 1]' + (
+            ' or as logits' if allow_per_logit else ''),
+         'logits_shape: ', tf.shape(logits), 'weights_shape: ', tf.shape(weights)])
+    with tf.control_dependencies([check]):
+      return tf.identity(weights)
+
+
+def _reduce_loss(unweighted_loss, weights, reduction):
+  """Keras 2's compute_weighted_loss: the weighted sum, over the batch size."""
+  weighted = unweighted_loss * tf.cast(weights, tf.float32)
+  total = tf.reduce_sum(weighted)
+  if reduction == 'sum':
+    return total
+  return tf.math.divide_no_nan(total, tf.cast(tf.size(weighted), tf.float32))
+
+
+def _call_loss_fn(loss_fn, labels, logits, features, expected_dimension):
+  kwargs = {'features': features} if 'features' in _arguments(loss_fn) else {}
+  with tf.compat.v1.name_scope('call_loss_fn'):
+    loss = loss_fn(labels=labels, logits=logits, **kwargs)
+    expected = tf.concat([tf.shape(logits)[:-1], [expected_dimension]], axis=0)
+    check = tf.debugging.Assert(
+        tf.reduce_all(tf.equal(tf.shape(loss), expected)),
+        [f'loss_fn must return Tensor of shape [D0, D1, ... DN, {expected_dimension}]. ',
+         'logits_shape: ', tf.shape(logits), 'loss_shape: ', tf.shape(loss)])
+    with tf.control_dependencies([check]):
+      return tf.identity(loss)
+
+
+def _arguments(fn):
+  import inspect  # pylint: disable=g-import-not-at-top
+  return set(inspect.signature(fn).parameters)
+
+
+def _all_class_ids(logits, n_classes):
+  return tf.tile(tf.range(n_classes)[None, :], [tf.shape(logits)[0], 1])
+
+
+def _all_classes(logits, n_classes, label_vocabulary=None):
+  if label_vocabulary:
+    classes = tf.constant([list(label_vocabulary)])
+  else:
+    classes = tf.strings.as_string(tf.range(n_classes)[None, :])
+  return tf.tile(classes, [tf.shape(logits)[0], 1])
+
+
+def _class_id_lookup(labels, label_vocabulary):
+  table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+      list(label_vocabulary), tf.range(len(label_vocabulary), dtype=tf.int64)), -1,
+                                    name='class_id_lookup')
+  return table.lookup(labels)
+
+
+def _class_string_lookup(class_ids, label_vocabulary):
+  table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+      tf.range(len(label_vocabulary), dtype=tf.int64), list(label_vocabulary)), 'UNK',
+                                    name='class_string_lookup')
+  return table.lookup(class_ids)
+
+
+def _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss):
+  """TF 2.15's train op: the optimizer's (counting the global step) or
+  `train_op_fn`'s, then the update ops, under the root `training` scope."""
+  if update_ops is not None and not isinstance(update_ops, (list, tuple)):
+    raise ValueError(f'update_ops should be a list or a tuple. Given type: '
+                     f'{type(update_ops).__name__}.')
+  if optimizer is not None and train_op_fn is not None:
+    raise ValueError('train_op_fn and optimizer cannot both be set.')
+  if optimizer is None and train_op_fn is None:
+    raise ValueError('train_op_fn and optimizer cannot both be None.')
+  with tf.compat.v1.name_scope(None):
+    if optimizer is not None:
+      if not isinstance(trainable_variables, (list, tuple)):
+        raise ValueError(f'trainable_variables should be a list or a tuple of the '
+                         f'variables to train; given {trainable_variables!r}.')
+      train_op = optimizers.minimize(
+          optimizers.get_optimizer(optimizer), loss, list(trainable_variables),
+          global_step=tf.compat.v1.train.get_or_create_global_step())
+    else:
+      with tf.compat.v1.name_scope('training'):
+        train_op = train_op_fn(loss)
+    if update_ops:
+      train_op = tf.group(train_op, *update_ops)
+    return train_op
+
+
+def _summaries(loss, regularization_losses, summary_key):
+  with tf.compat.v1.name_scope(None):
+    tf.compat.v1.summary.scalar(summary_key(MetricKeys.LOSS), loss)
+    if regularization_losses is not None:
+      tf.compat.v1.summary.scalar(summary_key(MetricKeys.LOSS_REGULARIZATION),
+                                  tf.math.add_n(regularization_losses))
+
+
+# ---- heads ----
+
+
+class Head:
+  """What a head does, given logits (TF 2.15's `tf.estimator.Head` interface).
+
+  Subclasses give `logits_dimension`, `loss`, `predictions`, `metrics`,
+  `update_metrics` and `_export_outputs`; `create_estimator_spec` puts them
+  together for a mode, as TF's heads did.
+  """
+
+  _name = None
+  _loss_reduction = 'sum_over_batch_size'
+
+  @property
+  def name(self):
+    return self._name
+
+  @property
+  def loss_reduction(self):
+    return self._loss_reduction
+
+  def _summary_key(self, key):
+    return f'{key}/{self._name}' if self._name else key
+
+  def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
+    """The training loss: the reduced, weighted loss plus regularization."""
+    del mode
+    with tf.compat.v1.name_scope('losses'):
+      logits = _check_logits(logits, self.logits_dimension)
+      labels = self._processed_labels(logits, labels)
+      unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+      loss = _reduce_loss(unweighted, weights, _REDUCTIONS[self._loss_reduction])
+      if regularization_losses is not None:
+        loss += tf.math.add_n(regularization_losses)
+      return loss
+
+  def _update_regularization(self, eval_metrics, regularization_losses):
+    if regularization_losses is not None:
+      eval_metrics[self._summary_key(MetricKeys.LOSS_REGULARIZATION)].update_state(
+          tf.math.add_n(regularization_losses))
+
+  def _regularization_metric(self, metrics, regularization_losses):
+    if regularization_losses is not None:
+      key = self._summary_key(MetricKeys.LOSS_REGULARIZATION)
+      metrics[key] = Mean(key)
+    return metrics
+
+  def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None,
+                            trainable_variables=None, train_op_fn=None, update_ops=None,
+                            regularization_losses=None):
+    """The EstimatorSpec of `mode` for these logits.
+
+    Args:
+      features: The features dict (weights are read from it).
+      mode: A `ModeKeys` value.
+      logits: The model's logits, `[batch_size, logits_dimension]`.
+      labels: The labels (TRAIN and EVAL).
+      optimizer: An optimizer (see optimizers.get_optimizer) training
+        `trainable_variables` and counting the global step; or
+      train_op_fn: A function from the loss to the train op.
+      trainable_variables: The variables `optimizer` trains.
+      update_ops: Ops run with the train op (batch normalization's).
+      regularization_losses: Scalar tensors added to the loss.
+
+    Returns:
+      A `tfmon.estimator.EstimatorSpec`.
+    """
+    with tf.compat.v1.name_scope(self._name, 'head'):
+      predictions = self.predictions(logits)
+      if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions=predictions,
+                             export_outputs=self._export_outputs(predictions))
+      loss = self.loss(labels, logits, features, mode, regularization_losses)
+      if mode == ModeKeys.EVAL:
+        metrics = self.update_metrics(self.metrics(regularization_losses), features,
+                                      logits, labels, regularization_losses)
+        return EstimatorSpec(mode, predictions=predictions, loss=loss,
+                             eval_metric_ops=_eval_metric_ops(metrics))
+      train_op = _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
+    _summaries(loss, regularization_losses, self._summary_key)
+    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=loss,
+                         train_op=train_op)
+
+
+class _ClassHead(Head):
+  """What the binary and multi-class heads share."""
+
+  def _label_ids(self, logits, labels):
+    labels = _check_labels(labels, logits, 1)
+    if self._label_vocabulary is not None:
+      if labels.dtype != tf.string:
+        raise ValueError(f'Labels dtype should be string if there is a vocabulary. '
+                         f'Instead got {labels.dtype.name}.')
+      return _class_id_lookup(labels, self._label_vocabulary)
+    if not labels.dtype.is_integer and self._n_classes > 2:
+      raise ValueError(f'Labels dtype should be integer. Instead got '
+                       f'{labels.dtype.name}: give class ids, or a label_vocabulary '
+                       'for string labels.')
+    if labels.dtype == tf.string:
+      raise ValueError('Labels are strings: give the head a label_vocabulary.')
+    return labels
+
+  def _class_outputs(self, predictions, class_logits, keys):
+    if PredictionKeys.CLASS_IDS in keys or PredictionKeys.CLASSES in keys:
+      class_ids = tf.expand_dims(tf.compat.v1.argmax(
+          class_logits, axis=-1, name=PredictionKeys.CLASS_IDS), -1)
+      if PredictionKeys.CLASS_IDS in keys:
+        predictions[PredictionKeys.CLASS_IDS] = class_ids
+      if PredictionKeys.CLASSES in keys:
+        predictions[PredictionKeys.CLASSES] = (
+            _class_string_lookup(class_ids, self._label_vocabulary)
+            if self._label_vocabulary else
+            tf.strings.as_string(class_ids, name='str_classes'))
+    if PredictionKeys.ALL_CLASS_IDS in keys:
+      predictions[PredictionKeys.ALL_CLASS_IDS] = _all_class_ids(class_logits,
+                                                                 self._n_classes)
+    if PredictionKeys.ALL_CLASSES in keys:
+      predictions[PredictionKeys.ALL_CLASSES] = _all_classes(
+          class_logits, self._n_classes, self._label_vocabulary)
+    return predictions
+
+
+def _prediction_keys(keys, valid):
+  for key in keys or ():
+    if key not in valid:
+      raise ValueError(f'Prediction key must be in PredictionKeys, given: {key!r}. '
+                       f'Valid prediction keys include {valid}.')
+  return keys or valid
+
+
+class BinaryClassHead(_ClassHead):
+  """Two classes, one logit, sigmoid cross entropy: `tf.estimator.BinaryClassHead`.
+
+  Args:
+    weight_column: A feature name or `tf.feature_column.numeric_column` of
+      example weights.
+    thresholds: Extra thresholds in (0, 1) for accuracy/precision/recall.
+    label_vocabulary: Two strings naming the classes, when labels are strings.
+    loss_reduction: 'sum_over_batch_size' (default), 'sum' or 'auto'.
+    loss_fn: `loss_fn(labels, logits[, features])`, the unreduced loss.
+    name: Suffix of the metric and summary keys ('accuracy/<name>').
+
+  Raises:
+    ValueError: a bad vocabulary, threshold, reduction or loss_fn, named.
+  """
+
+  def __init__(self, weight_column=None, thresholds=None, label_vocabulary=None,
+               loss_reduction='sum_over_batch_size', loss_fn=None, name=None):
+    self._weight_column = weight_column
+    self._thresholds = _check_thresholds(thresholds)
+    self._label_vocabulary = _check_vocabulary(label_vocabulary, 2)
+    _check_loss_reduction(loss_reduction)
+    self._loss_reduction = loss_reduction
+    self._loss_fn = _check_loss_fn(loss_fn)
+    self._name = name
+    self._n_classes = 2
+
+  @property
+  def logits_dimension(self):
+    return 1
+
+  def _processed_labels(self, logits, labels):
+    labels = tf.cast(self._label_ids(logits, labels), tf.float32)
+    return _check_label_range(labels, 2)
+
+  def _unweighted_loss_and_weights(self, logits, labels, features):
+    if self._loss_fn:
+      loss = _call_loss_fn(self._loss_fn, labels, logits, features, 1)
+    else:
+      loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+    return loss, _weights(features, self._weight_column, logits)
+
+  def predictions(self, logits, keys=None):
+    """The predictions dict (all of TF's keys, or `keys`)."""
+    keys = _prediction_keys(keys, [
+        PredictionKeys.LOGITS, PredictionKeys.LOGISTIC, PredictionKeys.PROBABILITIES,
+        PredictionKeys.CLASS_IDS, PredictionKeys.CLASSES, PredictionKeys.ALL_CLASS_IDS,
+        PredictionKeys.ALL_CLASSES])
+    logits = _check_logits(logits, 1)
+    predictions = {}
+    with tf.compat.v1.name_scope('predictions'):
+      if PredictionKeys.LOGITS in keys:
+        predictions[PredictionKeys.LOGITS] = logits
+      if PredictionKeys.LOGISTIC in keys:
+        predictions[PredictionKeys.LOGISTIC] = tf.sigmoid(
+            logits, name=PredictionKeys.LOGISTIC)
+      two_class_logits = tf.concat([tf.zeros_like(logits), logits], axis=-1,
+                                   name='two_class_logits')
+      if PredictionKeys.PROBABILITIES in keys:
+        predictions[PredictionKeys.PROBABILITIES] = tf.nn.softmax(
+            two_class_logits, name=PredictionKeys.PROBABILITIES)
+      return self._class_outputs(predictions, two_class_logits, keys)
+
+  def metrics(self, regularization_losses=None):
+    """The metric objects of `evaluate()`, by key."""
+    k = self._summary_key
+    label_mean = Mean(k(MetricKeys.LABEL_MEAN))
+    metrics = {k(MetricKeys.LOSS_MEAN): Mean(k(MetricKeys.LOSS_MEAN)),
+               k(MetricKeys.ACCURACY): Accuracy(k(MetricKeys.ACCURACY)),
+               k(MetricKeys.PRECISION): Precision(k(MetricKeys.PRECISION)),
+               k(MetricKeys.RECALL): Recall(k(MetricKeys.RECALL)),
+               k(MetricKeys.PREDICTION_MEAN): Mean(k(MetricKeys.PREDICTION_MEAN)),
+               k(MetricKeys.LABEL_MEAN): label_mean,
+               k(MetricKeys.ACCURACY_BASELINE): _AccuracyBaseline(label_mean),
+               k(MetricKeys.AUC): AUC(k(MetricKeys.AUC)),
+               k(MetricKeys.AUC_PR): AUC(k(MetricKeys.AUC_PR), curve='PR')}
+    for threshold in self._thresholds:
+      for key, metric in ((MetricKeys.ACCURACY_AT_THRESHOLD, Accuracy),
+                          (MetricKeys.PRECISION_AT_THRESHOLD, Precision),
+                          (MetricKeys.RECALL_AT_THRESHOLD, Recall)):
+        metrics[k(key % threshold)] = metric(k(key % threshold), threshold)
+    return self._regularization_metric(metrics, regularization_losses)
+
+  def update_metrics(self, eval_metrics, features, logits, labels,
+                     regularization_losses=None):
+    """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
+    k = self._summary_key
+    predictions = self.predictions(logits)
+    class_ids = predictions[PredictionKeys.CLASS_IDS]
+    logistic = predictions[PredictionKeys.LOGISTIC]
+    logits = _check_logits(logits, 1)
+    labels = self._processed_labels(logits, labels)
+    unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+    eval_metrics[k(MetricKeys.LOSS_MEAN)].update_state(unweighted, weights)
+    for key in (MetricKeys.ACCURACY, MetricKeys.PRECISION, MetricKeys.RECALL):
+      eval_metrics[k(key)].update_state(labels, class_ids, weights)
+    eval_metrics[k(MetricKeys.PREDICTION_MEAN)].update_state(logistic, weights)
+    eval_metrics[k(MetricKeys.LABEL_MEAN)].update_state(labels, weights)
+    for key in (MetricKeys.AUC, MetricKeys.AUC_PR):
+      eval_metrics[k(key)].update_state(labels, logistic, weights)
+    self._update_regularization(eval_metrics, regularization_losses)
+    for threshold in self._thresholds:
+      for key in (MetricKeys.ACCURACY_AT_THRESHOLD, MetricKeys.PRECISION_AT_THRESHOLD,
+                  MetricKeys.RECALL_AT_THRESHOLD):
+        eval_metrics[k(key % threshold)].update_state(labels, logistic, weights)
+    return eval_metrics
+
+  def _export_outputs(self, predictions):
+    classification = export_lib.ClassificationOutput(
+        scores=predictions[PredictionKeys.PROBABILITIES],
+        classes=_all_classes(predictions[PredictionKeys.PROBABILITIES], 2,
+                             self._label_vocabulary))
+    return {DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
+            REGRESS_SERVING_KEY: export_lib.RegressionOutput(
+                predictions[PredictionKeys.LOGISTIC]),
+            PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
+
+
+class MultiClassHead(_ClassHead):
+  """`n_classes` > 2 classes, softmax cross entropy: `tf.estimator.MultiClassHead`.
+
+  Args:
+    n_classes: The number of classes, > 2.
+    weight_column, label_vocabulary, loss_reduction, loss_fn, name: As for
+      `BinaryClassHead` (`label_vocabulary` has `n_classes` strings).
+
+  Raises:
+    ValueError: `n_classes` not > 2, or a bad vocabulary, reduction or loss_fn.
+  """
+
+  def __init__(self, n_classes, weight_column=None, label_vocabulary=None,
+               loss_reduction='sum_over_batch_size', loss_fn=None, name=None):
+    if not isinstance(n_classes, int) or isinstance(n_classes, bool) or n_classes <= 2:
+      raise ValueError(f'n_classes must be an int > 2: {n_classes!r}. For two '
+                       'classes use BinaryClassHead (or n_classes=2 in a classifier).')
+    self._n_classes = n_classes
+    self._weight_column = weight_column
+    self._label_vocabulary = _check_vocabulary(label_vocabulary, n_classes)
+    _check_loss_reduction(loss_reduction)
+    self._loss_reduction = loss_reduction
+    self._loss_fn = _check_loss_fn(loss_fn)
+    self._name = name
+
+  @property
+  def logits_dimension(self):
+    return self._n_classes
+
+  def _processed_labels(self, logits, labels):
+    return _check_label_range(self._label_ids(logits, labels), self._n_classes)
+
+  def _unweighted_loss_and_weights(self, logits, label_ids, features):
+    if self._loss_fn:
+      loss = _call_loss_fn(self._loss_fn, label_ids, logits, features, 1)
+    else:
+      loss = tf.expand_dims(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=tf.squeeze(label_ids, -1), logits=logits), -1)
+    return loss, _weights(features, self._weight_column, logits)
+
+  def predictions(self, logits, keys=None):
+    """The predictions dict (all of TF's keys, or `keys`)."""
+    keys = _prediction_keys(keys, [
+        PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASS_IDS,
+        PredictionKeys.CLASSES, PredictionKeys.ALL_CLASS_IDS, PredictionKeys.ALL_CLASSES])
+    logits = _check_logits(logits, self._n_classes)
+    predictions = {}
+    with tf.compat.v1.name_scope('predictions'):
+      if PredictionKeys.LOGITS in keys:
+        predictions[PredictionKeys.LOGITS] = logits
+      if PredictionKeys.PROBABILITIES in keys:
+        predictions[PredictionKeys.PROBABILITIES] = tf.nn.softmax(
+            logits, name=PredictionKeys.PROBABILITIES)
+      return self._class_outputs(predictions, logits, keys)
+
+  def metrics(self, regularization_losses=None):
+    """The metric objects of `evaluate()`, by key."""
+    k = self._summary_key
+    metrics = {k(MetricKeys.LOSS_MEAN): Mean(k(MetricKeys.LOSS_MEAN)),
+               k(MetricKeys.ACCURACY): Accuracy(k(MetricKeys.ACCURACY))}
+    return self._regularization_metric(metrics, regularization_losses)
+
+  def update_metrics(self, eval_metrics, features, logits, labels,
+                     regularization_losses=None):
+    """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
+    k = self._summary_key
+    class_ids = self.predictions(logits, [PredictionKeys.CLASS_IDS])[
+        PredictionKeys.CLASS_IDS]
+    logits = _check_logits(logits, self._n_classes)
+    label_ids = self._processed_labels(logits, labels)
+    unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
+    eval_metrics[k(MetricKeys.LOSS_MEAN)].update_state(unweighted, weights)
+    eval_metrics[k(MetricKeys.ACCURACY)].update_state(label_ids, class_ids, weights)
+    self._update_regularization(eval_metrics, regularization_losses)
+    return eval_metrics
+
+  def _export_outputs(self, predictions):
+    scores = predictions[PredictionKeys.PROBABILITIES]
+    classification = export_lib.ClassificationOutput(
+        scores=scores,
+        classes=_all_classes(scores, self._n_classes, self._label_vocabulary))
+    return {DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
+            PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
+
+
+class MultiLabelHead(Head):
+  """Independent yes/no labels, sigmoid cross entropy: `tf.estimator.MultiLabelHead`.
+
+  Labels are an indicator tensor `[batch_size, n_classes]` of 0/1, or a
+  SparseTensor of class ids (or of strings, with `label_vocabulary`).
+
+  Args:
+    n_classes: The number of labels, > 1.
+    weight_column, thresholds, label_vocabulary, loss_reduction, loss_fn, name:
+      As for `BinaryClassHead`.
+    classes_for_class_based_metrics: Class ids (or vocabulary strings) that get
+      their own probability mean and AUCs.
+
+  Raises:
+    ValueError: a bad n_classes, vocabulary, threshold, class, reduction or
+      loss_fn, named.
+  """
+
+  def __init__(self, n_classes, weight_column=None, thresholds=None,
+               label_vocabulary=None, loss_reduction='sum_over_batch_size',
+               loss_fn=None, classes_for_class_based_metrics=None, name=None):
+    if not isinstance(n_classes, int) or n_classes < 2:
+      raise ValueError(f'n_classes must be > 1 for multi-label classification. '
+                       f'Given: {n_classes!r}')
+    self._n_classes = n_classes
+    self._weight_column = weight_column
+    self._thresholds = _check_thresholds(thresholds)
+    self._label_vocabulary = _check_vocabulary(label_vocabulary, n_classes)
+    _check_loss_reduction(loss_reduction)
+    self._loss_reduction = loss_reduction
+    self._loss_fn = _check_loss_fn(loss_fn)
+    self._name = name
+    classes = []
+    for cls in classes_for_class_based_metrics or ():
+      if isinstance(cls, str):
+        if not self._label_vocabulary or cls not in self._label_vocabulary:
+          raise ValueError(f'classes_for_class_based_metrics has {cls!r}, which is '
+                           f'not in label_vocabulary={self._label_vocabulary}.')
+        cls = self._label_vocabulary.index(cls)
+      elif not 0 <= cls < n_classes:
+        raise ValueError(f'All classes_for_class_based_metrics must be in range '
+                         f'[0, {n_classes - 1}]. Given: {cls}')
+      classes.append(cls)
+    self._classes = tuple(classes)
+
+  @property
+  def logits_dimension(self):
+    return self._n_classes
+
+  def _class_key(self, template_at_class, template_at_name, class_id):
+    if self._label_vocabulary is None:
+      return self._summary_key(template_at_class % class_id)
+    return self._summary_key(template_at_name % self._label_vocabulary[class_id])
+
+  def _processed_labels(self, logits, labels):
+    if labels is None:
+      raise ValueError('You must provide a labels Tensor. Given: None.')
+    if isinstance(labels, tf.SparseTensor):
+      if labels.dtype == tf.string:
+        if not self._label_vocabulary:
+          raise ValueError('String labels need the head\'s label_vocabulary.')
+        labels = tf.SparseTensor(labels.indices,
+                                 _class_id_lookup(labels.values, self._label_vocabulary),
+                                 labels.dense_shape)
+      elif not labels.dtype.is_integer:
+        raise ValueError(f'Labels dtype should be integer. Instead got '
+                         f'{labels.dtype.name}.')
+      values = _check_label_range(
+          labels.values, self._n_classes,
+          f'labels must be an integer SparseTensor with values in [0, {self._n_classes})')
+      with tf.control_dependencies([values]):
+        labels = tf.cast(tf.sparse.to_indicator(labels, self._n_classes), tf.int64)
+    else:
+      labels = _check_label_range(
+          labels, 2, 'labels must be an integer indicator Tensor with values in [0, 1]')
+    return _check_labels(labels, logits, self._n_classes)
+
+  def _unweighted_loss_and_weights(self, logits, labels, features):
+    if self._loss_fn:
+      loss = _call_loss_fn(self._loss_fn, labels, logits, features, 1)
+    else:
+      loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(labels, tf.float32), logits=logits), axis=-1, keepdims=True)
+    return loss, _weights(features, self._weight_column, logits)
+
+  def predictions(self, logits, keys=None):
+    """The predictions dict (all of TF's keys, or `keys`)."""
+    keys = _prediction_keys(keys, [PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES,
+                                   PredictionKeys.CLASSES])
+    logits = _check_logits(logits, self._n_classes)
+    predictions = {}
+    with tf.compat.v1.name_scope('predictions'):
+      if PredictionKeys.LOGITS in keys:
+        predictions[PredictionKeys.LOGITS] = logits
+      if PredictionKeys.PROBABILITIES in keys:
+        predictions[PredictionKeys.PROBABILITIES] = tf.sigmoid(
+            logits, name=PredictionKeys.PROBABILITIES)
+      if PredictionKeys.CLASSES in keys:
+        predictions[PredictionKeys.CLASSES] = _all_classes(
+            logits, self._n_classes, self._label_vocabulary)
+      return predictions
+
+  def metrics(self, regularization_losses=None):
+    """The metric objects of `evaluate()`, by key."""
+    k = self._summary_key
+    metrics = {k(MetricKeys.LOSS_MEAN): Mean(k(MetricKeys.LOSS_MEAN)),
+               k(MetricKeys.AUC): AUC(k(MetricKeys.AUC)),
+               k(MetricKeys.AUC_PR): AUC(k(MetricKeys.AUC_PR), curve='PR')}
+    self._regularization_metric(metrics, regularization_losses)
+    for threshold in self._thresholds:
+      for key, metric in ((MetricKeys.ACCURACY_AT_THRESHOLD, Accuracy),
+                          (MetricKeys.PRECISION_AT_THRESHOLD, Precision),
+                          (MetricKeys.RECALL_AT_THRESHOLD, Recall)):
+        metrics[k(key % threshold)] = metric(k(key % threshold), threshold)
+    for class_id in self._classes:
+      key = self._class_key(MetricKeys.PROBABILITY_MEAN_AT_CLASS,
+                            MetricKeys.PROBABILITY_MEAN_AT_NAME, class_id)
+      metrics[key] = Mean(key)
+      key = self._class_key(MetricKeys.AUC_AT_CLASS, MetricKeys.AUC_AT_NAME, class_id)
+      metrics[key] = AUC(key)
+      key = self._class_key(MetricKeys.AUC_PR_AT_CLASS, MetricKeys.AUC_PR_AT_NAME,
+                            class_id)
+      metrics[key] = AUC(key, curve='PR')
+    return metrics
+
+  def update_metrics(self, eval_metrics, features, logits, labels,
+                     regularization_losses=None):
+    """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
+    k = self._summary_key
+    logits = _check_logits(logits, self._n_classes)
+    labels = self._processed_labels(logits, labels)
+    unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+    probabilities = self.predictions(logits, [PredictionKeys.PROBABILITIES])[
+        PredictionKeys.PROBABILITIES]
+    eval_metrics[k(MetricKeys.LOSS_MEAN)].update_state(unweighted, weights)
+    for key in (MetricKeys.AUC, MetricKeys.AUC_PR):
+      eval_metrics[k(key)].update_state(labels, probabilities, weights)
+    self._update_regularization(eval_metrics, regularization_losses)
+    for threshold in self._thresholds:
+      for key in (MetricKeys.ACCURACY_AT_THRESHOLD, MetricKeys.PRECISION_AT_THRESHOLD,
+                  MetricKeys.RECALL_AT_THRESHOLD):
+        eval_metrics[k(key % threshold)].update_state(labels, probabilities, weights)
+    for class_id in self._classes:
+      class_probabilities = probabilities[..., class_id:class_id + 1]
+      class_labels = labels[..., class_id:class_id + 1]
+      eval_metrics[self._class_key(MetricKeys.PROBABILITY_MEAN_AT_CLASS,
+                                   MetricKeys.PROBABILITY_MEAN_AT_NAME,
+                                   class_id)].update_state(class_probabilities, weights)
+      for at_class, at_name in ((MetricKeys.AUC_AT_CLASS, MetricKeys.AUC_AT_NAME),
+                                (MetricKeys.AUC_PR_AT_CLASS, MetricKeys.AUC_PR_AT_NAME)):
+        eval_metrics[self._class_key(at_class, at_name, class_id)].update_state(
+            class_labels, class_probabilities, weights)
+    return eval_metrics
+
+  def _export_outputs(self, predictions):
+    scores = predictions[PredictionKeys.PROBABILITIES]
+    classification = export_lib.ClassificationOutput(
+        scores=scores,
+        classes=_all_classes(scores, self._n_classes, self._label_vocabulary))
+    return {DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
+            PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
+
+
+class RegressionHead(Head):
+  """Real-valued labels, mean squared error: `tf.estimator.RegressionHead`.
+
+  Args:
+    label_dimension: The number of values per example.
+    weight_column: A feature name or numeric column of example (or per-value)
+      weights.
+    loss_reduction: 'sum_over_batch_size' (default), 'sum' or 'auto'.
+    loss_fn: `loss_fn(labels, logits[, features])`, the unreduced loss.
+    inverse_link_fn: Maps logits to predictions (then `logits` is predicted too).
+    name: Suffix of the metric and summary keys.
+
+  Raises:
+    ValueError: label_dimension < 1, or a bad reduction or loss_fn.
+  """
+
+  def __init__(self, label_dimension=1, weight_column=None,
+               loss_reduction='sum_over_batch_size', loss_fn=None,
+               inverse_link_fn=None, name=None):
+    if not isinstance(label_dimension, int) or label_dimension < 1:
+      raise ValueError(f'Invalid label_dimension {label_dimension!r}: give an int >= 1.')
+    self._logits_dimension = label_dimension
+    self._weight_column = weight_column
+    _check_loss_reduction(loss_reduction)
+    self._loss_reduction = loss_reduction
+    self._loss_fn = _check_loss_fn(loss_fn)
+    self._inverse_link_fn = inverse_link_fn
+    self._name = name
+
+  @property
+  def logits_dimension(self):
+    return self._logits_dimension
+
+  def _processed_labels(self, logits, labels):
+    return tf.cast(_check_labels(labels, logits, self._logits_dimension), tf.float32)
+
+  def _unweighted_loss_and_weights(self, logits, labels, features):
+    if self._loss_fn:
+      loss = _call_loss_fn(self._loss_fn, labels, logits, features,
+                           self._logits_dimension)
+    else:
+      loss = tf.square(logits - labels)
+    return loss, _weights(features, self._weight_column, logits, allow_per_logit=True)
+
+  def predictions(self, logits, keys=None):
+    """`predictions` (and `logits`, with an inverse link function)."""
+    del keys
+    logits = _check_logits(logits, self._logits_dimension)
+    with tf.compat.v1.name_scope('predictions'):
+      if self._inverse_link_fn:
+        return {PredictionKeys.PREDICTIONS: self._inverse_link_fn(logits),
+                PredictionKeys.LOGITS: logits}
+      return {PredictionKeys.PREDICTIONS: logits}
+
+  def metrics(self, regularization_losses=None):
+    """The metric objects of `evaluate()`, by key."""
+    k = self._summary_key
+    metrics = {k(key): Mean(k(key)) for key in (
+        MetricKeys.LOSS_MEAN, MetricKeys.PREDICTION_MEAN, MetricKeys.LABEL_MEAN)}
+    return self._regularization_metric(metrics, regularization_losses)
+
+  def update_metrics(self, eval_metrics, features, logits, labels,
+                     regularization_losses=None):
+    """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
+    k = self._summary_key
+    predicted = self.predictions(logits)[PredictionKeys.PREDICTIONS]
+    logits = _check_logits(logits, self._logits_dimension)
+    processed = self._processed_labels(logits, labels)
+    unweighted, weights = self._unweighted_loss_and_weights(logits, processed, features)
+    eval_metrics[k(MetricKeys.LOSS_MEAN)].update_state(unweighted, weights)
+    eval_metrics[k(MetricKeys.LABEL_MEAN)].update_state(processed, weights)
+    eval_metrics[k(MetricKeys.PREDICTION_MEAN)].update_state(predicted, weights)
+    self._update_regularization(eval_metrics, regularization_losses)
+    return eval_metrics
+
+  def _export_outputs(self, predictions):
+    regression = export_lib.RegressionOutput(predictions[PredictionKeys.PREDICTIONS])
+    return {DEFAULT_SERVING_KEY: regression, REGRESS_SERVING_KEY: regression,
+            PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
+
+
+class PoissonRegressionHead(RegressionHead):
+  """Counts, Poisson loss on log-rates; predicts `exp(logits)`:
+  `tf.estimator.PoissonRegressionHead`."""
+
+  def __init__(self, label_dimension=1, weight_column=None,
+               loss_reduction='sum_over_batch_size', compute_full_loss=True, name=None):
+    self._compute_full_loss = compute_full_loss
+    super().__init__(label_dimension=label_dimension, weight_column=weight_column,
+                     loss_reduction=loss_reduction, loss_fn=self._poisson_loss,
+                     inverse_link_fn=tf.math.exp, name=name)
+
+  def _poisson_loss(self, labels, logits):
+    return tf.nn.log_poisson_loss(targets=labels, log_input=logits,
+                                  compute_full_loss=self._compute_full_loss)
+
+
+class LogisticRegressionHead(RegressionHead):
+  """Labels in [0, 1], sigmoid cross entropy; predicts `sigmoid(logits)`:
+  `tf.estimator.LogisticRegressionHead`."""
+
+  def __init__(self, weight_column=None, loss_reduction='sum_over_batch_size',
+               name=None):
+    super().__init__(label_dimension=1, weight_column=weight_column,
+                     loss_reduction=loss_reduction, loss_fn=self._logistic_loss,
+                     inverse_link_fn=tf.math.sigmoid, name=name)
+
+  def _logistic_loss(self, labels, logits):
+    labels = _check_label_range(labels, 2, 'Labels must be in range [0, 1]')
+    return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+class MultiHead(Head):
+  """Several named heads on one model: `tf.estimator.MultiHead`.
+
+  The logits are split among the heads in order (or given as a dict by head
+  name); labels are a dict by head name; the loss is the (weighted) sum of the
+  heads' losses; predictions are keyed `(head_name, key)`.
+
+  Args:
+    heads: Heads, each with a `name`.
+    head_weights: A weight per head for the loss.
+
+  Raises:
+    ValueError: no heads, a head without a name, or weights that do not match.
+  """
+
+  def __init__(self, heads, head_weights=None):
+    if not heads:
+      raise ValueError(f'Must specify heads. Given: {heads!r}')
+    if head_weights and len(head_weights) != len(heads):
+      raise ValueError(f'heads and head_weights must have the same size. Given '
+                       f'len(heads): {len(heads)}. Given len(head_weights): '
+                       f'{len(head_weights)}.')
+    for head in heads:
+      if head.name is None:
+        raise ValueError(f'All given heads must have name specified. Given: {head!r}')
+    self._heads = tuple(heads)
+    self._head_weights = tuple(head_weights or ())
+    self._name = '_'.join(h.name for h in self._heads)
+
+  @property
+  def logits_dimension(self):
+    return sum(h.logits_dimension for h in self._heads)
+
+  @property
+  def loss_reduction(self):
+    reductions = {_REDUCTIONS[h.loss_reduction] for h in self._heads}
+    if len(reductions) > 1:
+      raise ValueError(f'The loss_reduction must be the same for different heads. '
+                       f'Given: {[h.loss_reduction for h in self._heads]}')
+    return self._heads[0].loss_reduction
+
+  def _logits_by_head(self, logits, labels=None):
+    names = [h.name for h in self._heads]
+    if labels is not None:
+      if not isinstance(labels, dict):
+        raise ValueError(f'labels must be a dict by head name {names}. Given: {labels!r}')
+      missing = sorted(set(names) - set(labels))
+      if missing:
+        raise ValueError(f'labels has missing values for head(s): {missing}')
+    if isinstance(logits, dict):
+      missing = sorted(set(names) - set(logits))
+      if missing:
+        raise ValueError(f'logits has missing values for head(s): {missing}')
+      return logits
+    logits = tf.convert_to_tensor(logits)
+    dimensions = [h.logits_dimension for h in self._heads]
+    if logits.shape[-1] is not None and logits.shape[-1] != sum(dimensions):
+      raise ValueError(f'Could not split logits of shape {logits.shape} among the heads '
+                       f'with logits dimensions {dimensions}: the last dimension should '
+                       f'be {sum(dimensions)}.')
+    with tf.compat.v1.name_scope('split_logits'):
+      return dict(zip(names, tf.split(logits, dimensions, axis=-1)))
+
+  def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
+    """The sum of the heads' losses (times `head_weights`), plus regularization."""
+    by_head = self._logits_by_head(logits, labels)
+    losses = [h.loss(labels[h.name], by_head[h.name], features, mode)
+              for h in self._heads]
+    with tf.compat.v1.name_scope('merge_losses'):
+      if self._head_weights:
+        losses = [loss * weight for loss, weight in zip(losses, self._head_weights)]
+      loss = tf.math.add_n(losses)
+      if regularization_losses is not None:
+        loss += tf.math.add_n(regularization_losses)
+      return loss
+
+  def predictions(self, logits, keys=None):
+    """Each head's predictions, keyed `(head_name, key)`."""
+    del keys
+    by_head = self._logits_by_head(logits)
+    with tf.compat.v1.name_scope('merge_pred'):
+      return {(h.name, key): value for h in self._heads
+              for key, value in h.predictions(by_head[h.name]).items()}
+
+  def metrics(self, regularization_losses=None):
+    """`loss/<head>` means (the heads' metrics join in `update_metrics`)."""
+    metrics = {f'{MetricKeys.LOSS}/{h.name}': Mean(f'{MetricKeys.LOSS}/{h.name}')
+               for h in self._heads}
+    if regularization_losses is not None:
+      metrics[MetricKeys.LOSS_REGULARIZATION] = Mean(MetricKeys.LOSS_REGULARIZATION)
+    return metrics
+
+  def update_metrics(self, eval_metrics, features, logits, labels,
+                     regularization_losses=None):
+    """Adds every head's loss and metrics for this batch to `eval_metrics`."""
+    by_head = self._logits_by_head(logits, labels)
+    if regularization_losses is not None:
+      eval_metrics[MetricKeys.LOSS_REGULARIZATION].update_state(
+          tf.math.add_n(regularization_losses))
+    for h in self._heads:
+      eval_metrics[f'{MetricKeys.LOSS}/{h.name}'].update_state(
+          h.loss(labels[h.name], by_head[h.name], features))
+      eval_metrics.update(h.update_metrics(h.metrics(), features, by_head[h.name],
+                                           labels[h.name]))
+    return eval_metrics
+
+  def _export_outputs(self, predictions):
+    outputs, merged = {}, {}
+    for i, h in enumerate(self._heads):
+      head_outputs = h._export_outputs(  # pylint: disable=protected-access
+          {key: value for (name, key), value in predictions.items() if name == h.name})
+      if i == 0:
+        outputs[DEFAULT_SERVING_KEY] = head_outputs[DEFAULT_SERVING_KEY]
+      for key, output in head_outputs.items():
+        outputs[h.name if key == DEFAULT_SERVING_KEY else f'{h.name}/{key}'] = output
+        if key == PREDICT_SERVING_KEY:
+          merged.update({f'{h.name}/{k}': v for k, v in output.outputs.items()})
+    outputs[PREDICT_SERVING_KEY] = export_lib.PredictOutput(merged)
+    return outputs
+
+  def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None,
+                            trainable_variables=None, train_op_fn=None, update_ops=None,
+                            regularization_losses=None):
+    """The EstimatorSpec of `mode`; see `Head.create_estimator_spec`."""
+    with tf.compat.v1.name_scope(self._name, 'multi_head'):
+      predictions = self.predictions(logits)
+      if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions=predictions,
+                             export_outputs=self._export_outputs(predictions))
+      loss = self.loss(labels, logits, features, mode, regularization_losses)
+      if mode == ModeKeys.EVAL:
+        metrics = self.update_metrics(self.metrics(regularization_losses), features,
+                                      logits, labels, regularization_losses)
+        return EstimatorSpec(mode, predictions=predictions, loss=loss,
+                             eval_metric_ops=_eval_metric_ops(metrics))
+      train_op = _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
+    _summaries(loss, regularization_losses, lambda key: key)
+    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=loss,
+                         train_op=train_op)
+
+
+def binary_or_multi_class_head(n_classes, weight_column, label_vocabulary,
+                               loss_reduction):
+  """The head of a classifier of `n_classes` classes, as TF 2.15 chose it."""
+  if not isinstance(n_classes, int) or isinstance(n_classes, bool) or n_classes < 2:
+    raise ValueError(f'n_classes={n_classes!r}: a classifier needs an int n_classes '
+                     '>= 2 (2, the default, is binary classification).')
+  if n_classes == 2:
+    return BinaryClassHead(weight_column=weight_column, label_vocabulary=label_vocabulary,
+                           loss_reduction=loss_reduction)
+  return MultiClassHead(n_classes, weight_column=weight_column,
+                        label_vocabulary=label_vocabulary, loss_reduction=loss_reduction)
