@@ -164,7 +164,8 @@ def test_what_is_not_provided_says_what_to_use_instead():
   with pytest.raises(AttributeError, match='no DNNClassifier: premade estimators are '
                      'not provided: write the model as a model_fn'):
     estimator.DNNClassifier  # pylint: disable=pointless-statement
-  with pytest.raises(AttributeError, match='no TPUEstimator: TPUs are not supported'):
+  with pytest.raises(AttributeError, match='no TPUEstimator: it is '
+                     'tfmon.estimator.tpu.TPUEstimator'):
     estimator.TPUEstimator  # pylint: disable=pointless-statement
 
 

@@ -251,13 +251,22 @@ class Estimator:
     if steps is not None and steps <= 0:
       raise ValueError(f'Must specify steps > 0, given: {steps}')
     checkpoint = self._checkpoint_or_initialization(checkpoint_path, 'evaluate')
+    return self._evaluate(input_fn, steps, hooks, checkpoint, name)
+
+  def _evaluate(self, input_fn, steps, hooks, checkpoint, name, variable_values=None):
+    """`evaluate` from `checkpoint`, or from `variable_values` (a dict of TF1
+    variable name to value, which every global variable of the EVAL graph
+    takes: InMemoryEvaluatorHook's)."""
     with self._graph():
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
       features, labels, input_hooks = self._input(input_fn, ModeKeys.EVAL)
       spec = self._call_model_fn(features, labels, ModeKeys.EVAL,
                                  strategy=self._config.eval_distribute)
-      self._maybe_warm_start(checkpoint)
+      if variable_values is None:
+        self._maybe_warm_start(checkpoint)
+      else:
+        input_hooks.insert(0, _AssignByNameHook(variable_values))
       metrics = dict(spec.eval_metric_ops)
       if 'loss' not in metrics:
         metrics['loss'] = tf.compat.v1.metrics.mean(spec.loss)
@@ -486,7 +495,7 @@ class Estimator:
       yield graph
 
   def _input(self, input_fn, mode):
-    return _input(input_fn, mode, self._params, self._config)
+    return call_input_fn(input_fn, mode, self._params, self._config)
 
   def _call_model_fn(self, features, labels, mode, config=None, strategy=None):
     """The model_fn's spec for `mode`, built on `strategy`'s device (a
@@ -502,6 +511,32 @@ class Estimator:
       raise TypeError(f'model_fn must return a tfmon.estimator.EstimatorSpec; got '
                       f'{spec!r} of type {type(spec).__name__}.')
     return spec
+
+
+class _AssignByNameHook(tf.compat.v1.train.SessionRunHook):
+  """Gives the graph's global variables values, by TF1 name, when a session is
+  created (the graph's own assign ops, fed: the session's graph is finalized)."""
+
+  def __init__(self, values):
+    self._values = values
+
+  def begin(self):
+    variables = tf.compat.v1.global_variables()
+    names = [v.name.split(':')[0] for v in variables]
+    missing = sorted(set(names) - set(self._values))
+    if missing:
+      raise ValueError(f'The evaluation graph has variables {missing} that the '
+                       f'training graph does not ({sorted(self._values)}): the EVAL '
+                       'graph must name its variables as the TRAIN graph did.')
+    self._feeds = {}
+    self._assigns = []
+    for variable, name in zip(variables, names):
+      value = tf.compat.v1.placeholder(variable.dtype.base_dtype, variable.shape)
+      self._assigns.append(variable.assign(value))
+      self._feeds[value] = self._values[name]
+
+  def after_create_session(self, session, coord):
+    session.run(self._assigns, feed_dict=self._feeds)
 
 
 class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
@@ -540,7 +575,7 @@ def input_fn_kwargs(input_fn, mode, params, config):
   return {k: v for k, v in available.items() if k in parameters}
 
 
-def _input(input_fn, mode, params, config):
+def call_input_fn(input_fn, mode, params, config):
   """`(features, labels, hooks)` from what `input_fn` returns (labels may be
   None): a Dataset is read through an initializable iterator (a one-shot one
   cannot hold a shuffle's seed), which a hook initializes, as Estimator did."""

@@ -38,7 +38,7 @@ from tfmon.compiled import graph_capture
 from tfmon.estimator import warm_start
 from tfmon.estimator.spec import ModeKeys
 
-__all__ = ['ClassificationOutput', 'ExportOutput', 'PredictOutput', 'RegressionOutput',
+__all__ = ['ClassificationOutput', 'EvalOutput', 'ExportOutput', 'PredictOutput', 'RegressionOutput',
            'ServingInputReceiver', 'TensorServingInputReceiver',
            'build_parsing_serving_input_receiver_fn',
            'build_raw_serving_input_receiver_fn']
@@ -247,6 +247,28 @@ class ExportOutput:
     """
     return dict(receiver_tensors)
 
+  def as_signature_def(self, receiver_tensors):
+    """The TF1 SignatureDef of this output fed by `receiver_tensors` (graph
+    tensors), as TF's ExportOutput built it.
+
+    Raises:
+      ValueError: receiver tensors this kind of signature cannot take.
+    """
+    info = tf.compat.v1.saved_model.utils.build_tensor_info
+    if not isinstance(receiver_tensors, dict):
+      receiver_tensors = {_SINGLE_RECEIVER_KEY: receiver_tensors}
+    return tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
+        {k: info(v) for k, v in self.signature_inputs(receiver_tensors).items()},
+        {k: info(v) for k, v in self.signature_outputs().items()},
+        _METHOD_NAMES[self.method])
+
+
+_METHOD_NAMES = {'Predict': 'tensorflow/serving/predict',
+                 'Classify': 'tensorflow/serving/classify',
+                 'Regress': 'tensorflow/serving/regress',
+                 'Eval': 'tensorflow/supervised/eval',
+                 'Train': 'tensorflow/supervised/training'}
+
 
 def _check_output_key(key, label):
   if isinstance(key, tuple):  # a multi-head model's (head, key)
@@ -379,6 +401,71 @@ class RegressionOutput(ExportOutput):
 
   def signature_inputs(self, receiver_tensors):
     return _single_string_input(receiver_tensors, 'Regression')
+
+
+class EvalOutput(ExportOutput):
+  """An evaluation signature: the loss, predictions and metrics, keyed as TF's
+  (`loss`, `predictions[/<key>]`, `metrics/<name>/value`,
+  `metrics/<name>/update_op`).
+
+  Args:
+    loss: A tensor, or a dict of them.
+    predictions: A tensor, or a dict of them.
+    metrics: A dict of name to `(value, update_op)`, as `tf.compat.v1.metrics`
+      return; an update that is an op is served as an empty tensor run after it.
+
+  Raises:
+    ValueError: a key that is not a string, a value that is not a tensor, or a
+      metric that is not a pair.
+  """
+
+  method = 'Eval'
+  LOSS_NAME = 'loss'
+  PREDICTIONS_NAME = 'predictions'
+  METRICS_NAME = 'metrics'
+  METRIC_VALUE_SUFFIX = 'value'
+  METRIC_UPDATE_SUFFIX = 'update_op'
+
+  def __init__(self, loss=None, predictions=None, metrics=None):
+    self._loss = self._tensors(loss, self.LOSS_NAME)
+    self._predictions = self._tensors(predictions, self.PREDICTIONS_NAME)
+    self._metrics = {}
+    for name, pair in (metrics or {}).items():
+      name = _check_output_key(name, 'Metric')
+      if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+        raise ValueError(f'metrics[{name!r}] must be a (value, update_op) pair, as '
+                         f'tf.compat.v1.metrics return; got {pair!r}.')
+      value, update = pair
+      if isinstance(update, tf.Operation):
+        with tf.control_dependencies([update]):
+          update = tf.constant([], name='metric_op_wrapper')
+      prefix = f'{self.METRICS_NAME}/{name}'
+      self._metrics[f'{prefix}/{self.METRIC_VALUE_SUFFIX}'] = value
+      self._metrics[f'{prefix}/{self.METRIC_UPDATE_SUFFIX}'] = update
+
+  @staticmethod
+  def _tensors(value, prefix):
+    if value is None:
+      return {}
+    if not isinstance(value, dict):
+      return {prefix: value}
+    return {f'{prefix}/{_check_output_key(key, prefix)}': tensor
+            for key, tensor in value.items()}
+
+  @property
+  def loss(self):
+    return self._loss or None
+
+  @property
+  def predictions(self):
+    return self._predictions or None
+
+  @property
+  def metrics(self):
+    return self._metrics or None
+
+  def signature_outputs(self):
+    return dict(self._loss, **self._predictions, **self._metrics)
 
 
 def _export_outputs(spec):
