@@ -1,6 +1,7 @@
 """tfmon.estimator: a TF1 model_fn trained, evaluated and used for prediction."""
 
 import gc
+import inspect
 import logging
 import os
 
@@ -285,3 +286,100 @@ def test_a_specs_tf_scaffold_init_fn_runs_at_a_fresh_start(tmp_path):
                               params={'rate': 0.1})
   model.train(_train_input, steps=1)
   assert calls == ['Scaffold']
+
+
+@pytest.mark.parametrize('arguments', ['mode', 'params', 'config', 'mode, params, config'])
+def test_input_fn_gets_the_arguments_it_names_as_tf_passed_them(tmp_path, arguments):
+  seen = []
+
+  def input_fn(**kwargs):
+    seen.append(kwargs)
+    return _train_input() if kwargs.get('mode', 'train') == 'train' else _eval_input()
+
+  names = [name.strip() for name in arguments.split(',')]
+  # A function naming exactly these arguments, as users write them.
+  named_input_fn = eval(  # pylint: disable=eval-used
+      f'lambda {arguments}: input_fn({", ".join(f"{n}={n}" for n in names)})',
+      {'input_fn': input_fn})
+  config = estimator.RunConfig(save_checkpoints_steps=2)
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
+                              config=config)
+  model.train(named_input_fn, max_steps=2)
+  model.evaluate(named_input_fn, steps=1)
+  assert [sorted(kwargs) for kwargs in seen] == [sorted(names)] * 2
+  train, evaluate = seen
+  if 'mode' in names:
+    assert (train['mode'], evaluate['mode']) == ('train', 'eval')
+  if 'params' in names:
+    assert train['params'] == {'rate': 0.1}
+  if 'config' in names:
+    assert train['config'] is model.config and train['config'].model_dir == str(tmp_path)
+
+
+def test_an_input_fn_with_other_required_arguments_fails_naming_them(tmp_path):
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
+  with pytest.raises(TypeError, match=r"input_fn has arguments \['batch_size'\], "
+                     'which Estimator does not pass.*functools.partial'):
+    model.train(lambda batch_size, mode: _train_input(), max_steps=1)
+
+
+def test_a_one_device_strategy_trains_on_its_device(tmp_path):
+  devices = []
+
+  def placed_model_fn(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, params)
+    devices.append(spec.loss.device)
+    return spec
+
+  strategy = tf.distribute.OneDeviceStrategy('/cpu:1')
+  model = estimator.Estimator(
+      placed_model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
+      config=estimator.RunConfig(train_distribute=strategy, eval_distribute=strategy))
+  assert model.config.train_distribute is strategy
+  model.train(_train_input, max_steps=5)
+  results = model.evaluate(_eval_input)
+  assert results['global_step'] == 5 and results['accuracy'] > 0.4
+  assert devices == ['/job:localhost/replica:0/task:0/device:CPU:1'] * 2
+
+
+def test_device_fn_places_the_graphs_ops(tmp_path):
+  devices = []
+
+  def placed_model_fn(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, params)
+    devices.append(spec.loss.device)
+    return spec
+
+  model = estimator.Estimator(
+      placed_model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
+      config=estimator.RunConfig(device_fn=lambda op: '/cpu:1'))
+  model.train(_train_input, max_steps=2)
+  assert devices == ['/cpu:1']
+
+
+def test_get_params_and_the_bound_model_fn(tmp_path):
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
+  params = model.get_params()
+  assert params['model_fn'] is model_fn and params['params'] == {'rate': 0.1}
+  assert list(inspect.signature(model.model_fn).parameters) == [
+      'features', 'labels', 'mode', 'config']
+
+
+def test_export_savedmodel_and_export_all_saved_models_write_the_predict_graph(tmp_path):
+  model = estimator.Estimator(model_fn, model_dir=str(tmp_path / 'model'),
+                              params={'rate': 0.1})
+  model.train(_train_input, max_steps=2)
+
+  def receiver():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    return estimator.export.TensorServingInputReceiver(x, x)
+
+  for path in (model.export_savedmodel(str(tmp_path / 'v1'), receiver,
+                                       strip_default_attrs=True),
+               model.experimental_export_all_saved_models(
+                   str(tmp_path / 'all'), {estimator.ModeKeys.PREDICT: receiver})):
+    assert 'serving_default' in tf.saved_model.load(path.decode()).signatures
+  with pytest.raises(ValueError, match="input_receiver_fn_map has modes.*'train'.*"
+                     'PREDICT graph only'):
+    model.experimental_export_all_saved_models(
+        str(tmp_path / 'all'), {estimator.ModeKeys.TRAIN: receiver})

@@ -505,7 +505,9 @@ class Estimator:
     kwargs = {k: v for k, v in available.items() if k in self._model_fn_args}
     if 'labels' not in self._model_fn_args and labels is not None:
       raise ValueError('model_fn does not take labels, but input_fn returns them.')
-    with tf.compat.v1.device(run_config_lib.strategy_device(strategy)):
+    device = run_config_lib.strategy_device(strategy)
+    # device(None) would clear the device_fn's scope.
+    with tf.compat.v1.device(device) if device else contextlib.nullcontext():
       spec = self._model_fn(**kwargs)
     if not isinstance(spec, EstimatorSpec):
       raise TypeError(f'model_fn must return a tfmon.estimator.EstimatorSpec; got '
