@@ -143,8 +143,11 @@ class Mean:
   def update_state(self, values, sample_weight=None):
     values = tf.cast(values, tf.float32)
     weights = _weights_like(sample_weight, values)
-    self.updates += [tf.compat.v1.assign_add(self.total, tf.reduce_sum(values * weights)),
-                     tf.compat.v1.assign_add(self.count, tf.reduce_sum(weights))]
+    total = tf.compat.v1.assign_add(self.total, tf.reduce_sum(values * weights))
+    # After the total, which reads the batch: constant weights must not count
+    # the run that finds the input exhausted.
+    with tf.control_dependencies([total]):
+      self.updates.append(tf.compat.v1.assign_add(self.count, tf.reduce_sum(weights)))
 
   def result(self):
     return tf.math.divide_no_nan(self.total, self.count)
@@ -415,7 +418,7 @@ def _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss):
     raise ValueError('train_op_fn and optimizer cannot both be set.')
   if optimizer is None and train_op_fn is None:
     raise ValueError('train_op_fn and optimizer cannot both be None.')
-  with tf.compat.v1.name_scope(None):
+  with tf.compat.v1.name_scope(None), tf.compat.v1.name_scope('training'):
     if optimizer is not None:
       if not isinstance(trainable_variables, (list, tuple)):
         raise ValueError(f'trainable_variables should be a list or a tuple of the '
@@ -424,8 +427,7 @@ def _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss):
           optimizers.get_optimizer(optimizer), loss, list(trainable_variables),
           global_step=tf.compat.v1.train.get_or_create_global_step())
     else:
-      with tf.compat.v1.name_scope('training'):
-        train_op = train_op_fn(loss)
+      train_op = train_op_fn(loss)
     if update_ops:
       train_op = tf.group(train_op, *update_ops)
     return train_op
@@ -1154,11 +1156,10 @@ class MultiHead(Head):
                                            labels[h.name]))
     return eval_metrics
 
-  def _export_outputs(self, predictions):
+  def _merged_export_outputs(self, specs):
     outputs, merged = {}, {}
-    for i, h in enumerate(self._heads):
-      head_outputs = h._export_outputs(  # pylint: disable=protected-access
-          {key: value for (name, key), value in predictions.items() if name == h.name})
+    for i, (h, spec) in enumerate(zip(self._heads, specs)):
+      head_outputs = spec.export_outputs
       if i == 0:
         outputs[DEFAULT_SERVING_KEY] = head_outputs[DEFAULT_SERVING_KEY]
       for key, output in head_outputs.items():
@@ -1173,10 +1174,16 @@ class MultiHead(Head):
                             regularization_losses=None):
     """The EstimatorSpec of `mode`; see `Head.create_estimator_spec`."""
     with tf.compat.v1.name_scope(self._name, 'multi_head'):
+      by_head = self._logits_by_head(logits, labels)
+      # Each head's own spec, as TF 2.15 made them: their export outputs serve,
+      # and in training their summaries ('loss/<head>') and 'training' scopes.
+      specs = [h.create_estimator_spec(
+          features, mode, by_head[h.name], labels[h.name] if labels else None,
+          train_op_fn=lambda _: tf.no_op()) for h in self._heads]
       predictions = self.predictions(logits)
       if mode == ModeKeys.PREDICT:
         return EstimatorSpec(mode, predictions=predictions,
-                             export_outputs=self._export_outputs(predictions))
+                             export_outputs=self._merged_export_outputs(specs))
       loss = self.loss(labels, logits, features, mode, regularization_losses)
       if mode == ModeKeys.EVAL:
         metrics = self.update_metrics(self.metrics(regularization_losses), features,

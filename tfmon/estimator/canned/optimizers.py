@@ -143,9 +143,10 @@ class GraphOptimizer:
   def get_updates(self, loss, variables, global_step=None):
     """The op applying one step to `variables`, made in the current graph.
 
-    Creates the hyperparameter and slot variables under `training/<name>`
-    (TF 2.15's names), and counts the step in `global_step` when given, else
-    in `training/<name>/iter`, as Keras 2 did.
+    Creates the hyperparameter and slot variables under `<name scope>/<name>`
+    (TF 2.15's heads called it in the `training` name scope), and counts the
+    step in `global_step` when given, else in `<...>/<name>/iter`, as Keras 2
+    did.
 
     Args:
       loss: A scalar tensor.
@@ -155,21 +156,26 @@ class GraphOptimizer:
     Returns:
       The update op.
     """
-    scope = _unique_scope('training/' + self.name)
-    grads = tf.compat.v1.gradients(loss, variables)
-    for grad, variable in zip(grads, variables):
-      if grad is None:
-        raise ValueError(f'Variable {variable.name} has no gradient from the loss.')
-    with tf.compat.v1.variable_scope(scope, auxiliary_name_scope=False):
-      step = global_step
-      if step is None:
-        step = tf.compat.v1.get_variable(
-            'iter', [], tf.int64, tf.compat.v1.zeros_initializer(), trainable=False)
-      hypers = {name: tf.compat.v1.get_variable(
-          name, [], tf.float32, tf.compat.v1.constant_initializer(self.settings[name]),
-          trainable=False) for name in sorted(_HYPERS[self.kind])}
-      slots = [self._slots(v) for v in variables]
-    with tf.compat.v1.name_scope(scope + '/'):
+    # Keras 2 named its variables by the name scope: '<caller's>/<name>', made
+    # unique ('training/Adagrad_1' for a second Adagrad), as here.
+    with tf.compat.v1.name_scope(self.name) as scope:
+      scope = scope.rstrip('/')
+      with tf.compat.v1.name_scope('gradients'):
+        grads = tf.compat.v1.gradients(loss, variables)
+      for grad, variable in zip(grads, variables):
+        if grad is None:
+          raise ValueError(f'Variable {variable.name} has no gradient from the loss.')
+      with tf.compat.v1.variable_scope(tf.compat.v1.VariableScope(False, name=scope),
+                                       auxiliary_name_scope=False):
+        step = global_step
+        if step is None:
+          step = tf.compat.v1.get_variable(
+              'iter', [], tf.int64, tf.compat.v1.zeros_initializer(), trainable=False)
+        hypers = {name: tf.compat.v1.get_variable(
+            name, [], tf.float32,
+            tf.compat.v1.constant_initializer(self.settings[name]), trainable=False)
+                  for name in sorted(_HYPERS[self.kind])}
+        slots = [self._slots(v) for v in variables]
       lr = hypers['learning_rate']
       if self.settings['decay'] > 0:
         lr = lr / (1. + hypers['decay'] * tf.cast(step, tf.float32))
@@ -276,24 +282,13 @@ def _deduplicate(grad):
   return values, unique
 
 
-def _unique_scope(name):
-  """`name`, or `name_1`, ... when an optimizer of this graph already took it
-  (two Adagrads in one model were 'training/Adagrad' and 'training/Adagrad_1')."""
-  taken = {v.name for v in tf.compat.v1.global_variables()}
-  candidate, i = name, 0
-  while any(t.startswith(candidate + '/') for t in taken):
-    i += 1
-    candidate = f'{name}_{i}'
-  return candidate
-
-
 def minimize(optimizer, loss, variables, global_step=None):
-  """The train op of `optimizer` (from `get_optimizer`) on `variables`.
+  """The train op of `optimizer` (from `get_optimizer`) on `variables`,
+  counting the step in `global_step` when given (TF 2.15 called it in a
+  `training` name scope).
 
-  A `tf.compat.v1.train.Optimizer` runs its own `minimize`, under the
-  `training` name scope, incrementing `global_step` when given.
+  A `tf.compat.v1.train.Optimizer` runs its own `minimize`.
   """
   if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-    with tf.compat.v1.name_scope('training/'):
-      return optimizer.minimize(loss, global_step=global_step, var_list=variables)
+    return optimizer.minimize(loss, global_step=global_step, var_list=variables)
   return optimizer.get_updates(loss, variables, global_step)
