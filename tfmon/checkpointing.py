@@ -30,6 +30,7 @@ from tfmon import tf_internals
 from tfmon import training_util
 from tfmon import workers
 from tfmon.compiled import graph_capture
+from tfmon.compiled import meta_graph
 
 _ONLY_GLOBAL_STEP_WARNING = (
     'Checkpoints will hold only the global step: nothing else was given to save. '
@@ -116,6 +117,7 @@ def as_checkpoint(value, arg_name='checkpoint'):
     checkpoint = tf.train.Checkpoint(**value)  # saves root's graph, not its own
   elif value is None and graph_capture.current() is not None:
     checkpoint = TF1SaverCheckpoint()  # a captured graph's default: TF1 Saver's
+    checkpoint.meta_graph_of = graph_capture.current()
   else:
     checkpoint = _TracedWriteCheckpoint(**(value or {}))
   global_step = training_util.get_global_step()
@@ -398,7 +400,14 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
   variable is saved as TF1 saved it, as its slice of the whole. tfmon restores
   it by name (`is_tf1_checkpoint`). CheckpointManager writes it (`_write`), then
   records it in the state file, so a write that fails replaces nothing.
+
+  With `meta_graph_of` set to a captured graph, each save also writes
+  `<prefix>.meta` as TF1's Saver did (see meta_graph), made once per version of
+  the graph; a graph it cannot be made of is saved without, said once.
   """
+
+  meta_graph_of = None
+  _meta_graph = None  # (graph version, serialized MetaGraphDef or None)
 
   def _write(self, file_prefix, options=None):
     names, slices, tensors = [], [], []
@@ -415,9 +424,30 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
     file_prefix = os.fspath(file_prefix)
     tf.raw_ops.SaveV2(prefix=file_prefix, tensor_names=names, shape_and_slices=slices,
                       tensors=tensors)
+    meta = self._serialized_meta_graph()
+    if meta is not None:
+      with tf.io.gfile.GFile(file_prefix + '.meta', 'wb') as f:
+        f.write(meta)
     for callback in (options.experimental_write_callbacks or [] if options else []):
       callback(file_prefix)
     return file_prefix
+
+  def _serialized_meta_graph(self):
+    graph = self.meta_graph_of
+    if graph is None:
+      return None
+    if self._meta_graph is None or self._meta_graph[0] != graph.version:
+      try:
+        meta = meta_graph.tf1_meta_graph_def(graph).SerializeToString()
+      except Exception as e:  # pylint: disable=broad-except
+        if self._meta_graph is None:
+          logging.warning('Checkpoints are written without the .meta file TF1 '
+                          'wrote (tf.compat.v1.train.import_meta_graph reads it): '
+                          'the graph could not be exported: %s', e)
+        meta = None
+      self._meta_graph = (graph.version, meta)
+    return self._meta_graph[1]
+
 
 class _TracedWrites:
   """A checkpoint's traced write and the object graph it was traced for (kept
@@ -799,7 +829,9 @@ class CheckpointWriter:
         if tf.io.gfile.exists(self._temporary.directory):
           tf.io.gfile.rmtree(self._temporary.directory)
     try:
-      return self.manager.save(checkpoint_number=step)
+      path = self.manager.save(checkpoint_number=step)
+      _remove_swept_meta_files(self.save_path)
+      return path
     except Exception as e:
       if prefix not in self.manager.checkpoints:
         try:
@@ -811,6 +843,14 @@ class CheckpointWriter:
           f'Saving checkpoint for step {step} into {prefix} failed: {e}. The '
           f'checkpoint state was not changed: the latest checkpoint is still '
           f'{self.manager.latest_checkpoint}.') from e
+
+
+def _remove_swept_meta_files(save_path):
+  """Removes the `.meta` files of checkpoints CheckpointManager deleted (it
+  knows only `.index` and data files; TF1's Saver removed all three)."""
+  for path in tf.io.gfile.glob(save_path + '-*.meta'):
+    if not tf.io.gfile.exists(path[:-len('.meta')] + '.index'):
+      tf.io.gfile.remove(path)
 
 
 def _remove_partial_files(prefix):

@@ -183,3 +183,31 @@ def test_tf1_continues_a_captured_graphs_checkpoints_by_name(tmp_path):
   state = tf.train.get_checkpoint_state(directory)
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths][-2:] == [
       'model.ckpt-3', 'model.ckpt-5']
+
+
+def test_import_meta_graph_users_restore_a_captured_graphs_checkpoint(tmp_path):
+  # Each checkpoint has TF1 Saver's `.meta`: the graph with real variables and
+  # a saver_def naming the checkpoint's keys; it goes when its checkpoint does.
+  directory = str(tmp_path)
+  with tfmon.Graph().as_default():
+    loss, train_op, feeds = _regression()
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=directory, save_checkpoint_steps=1, save_summaries_steps=None,
+        hooks=[tfmon.train.StopAtStepHook(last_step=8)]) as sess:
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict=feeds)
+    with tfmon.train.SingularMonitoredSession(checkpoint_dir=directory) as sess:
+      expected = sess.run(loss, feed_dict=feeds)
+  kept = sorted(p for p in os.listdir(directory) if p.endswith('.meta'))
+  assert kept == [f'model.ckpt-{step}.meta' for step in range(4, 9)]
+  with tf.Graph().as_default():
+    saver = tf.compat.v1.train.import_meta_graph(os.path.join(directory, 'model.ckpt-8.meta'))
+    assert sorted(v.op.name for v in tf.compat.v1.trainable_variables()) == [
+        'dense/bias', 'dense/kernel']
+    assert tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP)
+    with tf.compat.v1.Session() as sess:
+      saver.restore(sess, os.path.join(directory, 'model.ckpt-8'))
+      assert sess.run(tf.compat.v1.train.get_global_step()) == 8
+      value = sess.run('loss:0', feed_dict={'x:0': np.ones([4, 3], np.float32),
+                                            'y:0': np.ones([4, 1], np.float32)})
+  assert value == pytest.approx(expected, rel=1e-6)

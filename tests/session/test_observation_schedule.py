@@ -349,8 +349,8 @@ def test_a_step_adding_two_stops_where_an_unfused_run_would(steps_per_loop):
 
 
 def _train_adding_four(graph_class, session_class, stop_hook_class, directory):
-  """A train op adding 4 to the global step: TF1 saved and stopped on the run
-  that crossed each due step (12, 24, 36; then 40), not on the one after."""
+  """A train op adding 4 to the global step: TF1 saved on the run that crossed
+  each due step (12, 24, 36), not on the one after."""
   v1 = tf.compat.v1
   with graph_class().as_default():
     global_step = v1.train.get_or_create_global_step()
@@ -370,5 +370,7 @@ def test_a_train_op_adding_four_saves_and_stops_where_tf1_did(tmp_path):
                            tf.compat.v1.train.StopAtStepHook, tmp_path / 'tf1')
   ported = _train_adding_four(tfmon.Graph, tfmon.train.MonitoredTrainingSession,
                               tfmon.train.StopAtStepHook, tmp_path / 'tfmon')
-  assert tf1[-4:] == [12, 24, 36, 40]
-  assert ported == tf1
+  # TF1's hooks guessed the step from a read racing the train op: its last
+  # step is 40 or 44 from run to run. tfmon's StopAtStepHook knows it.
+  assert tf1[-4:-1] == ported[-4:-1] == [12, 24, 36]
+  assert ported[-1] == 40
