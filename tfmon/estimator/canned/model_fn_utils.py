@@ -63,7 +63,10 @@ def optimizer_factory(optimizer, learning_rate):
   """
   if callable(optimizer) and not hasattr(optimizer, 'get_config') and not isinstance(
       optimizer, (optimizers.GraphOptimizer, tf.compat.v1.train.Optimizer)):
-    return lambda: optimizers.get_optimizer(optimizer(), learning_rate)
+    def make():
+      with tf.init_scope():  # a Keras optimizer is built (and read) eagerly
+        return optimizers.get_optimizer(optimizer(), learning_rate)
+    return make
   resolved = optimizers.get_optimizer(optimizer, learning_rate)
   return lambda: resolved
 

@@ -16,6 +16,8 @@ or a callable returning one. A `tf.compat.v1.train.Optimizer` is also taken (as
 TF's v1 estimators took it) and runs its own `minimize`.
 """
 
+import re
+
 import tensorflow as tf
 
 _DEFAULTS = {  # Keras 2's legacy defaults, which TF 2.15's estimators used
@@ -103,8 +105,9 @@ def _from_keras(optimizer):
         '(a schedule needs a model_fn).')
   settings = {k: config[k] for k in _DEFAULTS[kind] if k in config}
   name = config.get('name')
-  # Keras 3 names its optimizers in lower case; TF 2.15's variables used the class name.
-  if not name or name.lower() == kind.lower():
+  # Keras 3 names instances 'adagrad', 'adagrad_1', ...; TF 2.15's variables
+  # used Keras 2's name, the class name.
+  if not name or re.fullmatch(f'{kind.lower()}(_[0-9]+)?', name):
     name = kind
   return GraphOptimizer(kind, name=name, decay=config.get('decay') or 0.0, **settings)
 

@@ -1,0 +1,254 @@
+"""TF 2.15's premade estimators and heads, against what TF 2.15 recorded.
+
+data/make_tf215_premade.py defines the cases and, run under TF 2.15, recorded
+data/tf215_premade.json (variables, evaluate(), predict(), serving signatures)
+and data/tf215_model_dir (a DNNLinearCombinedClassifier at step 5). Here tfmon
+builds the same cases from the same definition: from the same seed it must
+give TF 2.15's variable names, values, metrics and predictions; from TF 2.15's
+checkpoint, TF 2.15's metrics, before and after training on.
+"""
+
+import functools
+import importlib.util
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfmon import estimator
+from tfmon.estimator import canned
+
+_DATA = os.path.join(os.path.dirname(__file__), 'data')
+
+
+@functools.cache
+def _reference():
+  spec = importlib.util.spec_from_file_location(
+      'make_tf215_premade', os.path.join(_DATA, 'make_tf215_premade.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+@functools.cache
+def _recorded():
+  with open(os.path.join(_DATA, 'tf215_premade.json')) as f:
+    return json.load(f)
+
+
+def _cases():
+  return _reference().cases(canned, tf.keras.optimizers, estimator.RunConfig)
+
+
+def _assert_matches(expected, actual, where):
+  """Same keys everywhere; numbers within float32 noise; strings equal."""
+  if isinstance(expected, dict):
+    assert sorted(actual) == sorted(expected), where
+    for key in expected:
+      _assert_matches(expected[key], actual[key], f'{where}/{key}')
+  elif isinstance(expected, str) or (isinstance(expected, list) and expected and
+                                     isinstance(expected[0], (dict, str, list)) and
+                                     not _numeric(expected)):
+    if isinstance(expected, str):
+      assert actual == expected, where
+    else:
+      assert len(actual) == len(expected), where
+      for i, (e, a) in enumerate(zip(expected, actual)):
+        _assert_matches(e, a, f'{where}[{i}]')
+  else:
+    np.testing.assert_allclose(np.asarray(actual, float), np.asarray(expected, float),
+                               rtol=2e-5, atol=2e-6, err_msg=where)
+
+
+def _numeric(value):
+  return not isinstance(value, (str, dict)) and (
+      not isinstance(value, list) or all(_numeric(v) for v in value))
+
+
+def _train(name, model_dir):
+  reference = _reference()
+  make, kind, keys = _cases()[name]
+  model = make(str(model_dir), keep_checkpoint_max=1)
+  model.train(reference.input_fn(kind, keys), steps=reference.STEPS)
+  return model
+
+
+def _variables(model):
+  reader = tf.train.load_checkpoint(model.latest_checkpoint())
+  return {key: _reference()._plain(reader.get_tensor(key))  # pylint: disable=protected-access
+          for key in reader.get_variable_to_shape_map()}
+
+
+def _evaluate_and_predict(model, name):
+  reference = _reference()
+  _, kind, keys = _cases()[name]
+  plain = reference._plain  # pylint: disable=protected-access
+  return (plain(model.evaluate(reference.input_fn(kind, keys, epochs=1))),
+          plain(list(model.predict(reference.input_fn(kind, keys, with_labels=False)))))
+
+
+@pytest.mark.parametrize('name', sorted(_reference().cases(
+    canned, tf.keras.optimizers, estimator.RunConfig)))
+def test_a_premade_estimator_trains_evaluates_and_predicts_as_tf215(name, tmp_path):
+  recorded = _recorded()[name]
+  model = _train(name, tmp_path)
+  # The same variables (TF 2.15's names, optimizer slots included), with the
+  # same values: the same initialization from the seed, the same updates.
+  _assert_matches(recorded['variables'], _variables(model), 'variables')
+  evaluation, predictions = _evaluate_and_predict(model, name)
+  _assert_matches(recorded['evaluate'], evaluation, 'evaluate')
+  _assert_matches(recorded['predict'], predictions, 'predict')
+
+
+def test_the_binary_classifier_has_tf215s_keys():
+  recorded = _recorded()['dnn_linear_combined_classifier']
+  assert sorted(recorded['evaluate']) == [
+      'accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall', 'average_loss',
+      'global_step', 'label/mean', 'loss', 'precision', 'prediction/mean', 'recall']
+  assert sorted(recorded['predict'][0]) == [
+      'all_class_ids', 'all_classes', 'class_ids', 'classes', 'logistic', 'logits',
+      'probabilities']
+  assert {'dnn/hiddenlayer_0/kernel', 'dnn/logits/bias',
+          'linear/linear_model/x1/weights',
+          'linear/linear_model/bias_weights'} <= set(recorded['variables'])
+
+
+def test_a_tf215_model_dir_continues(tmp_path):
+  recorded = _recorded()['dnn_linear_combined_classifier']
+  model_dir = tmp_path / 'model'
+  shutil.copytree(os.path.join(_DATA, 'tf215_model_dir'), model_dir)
+  make, kind, keys = _cases()['dnn_linear_combined_classifier']
+  model = make(str(model_dir), keep_checkpoint_max=1)
+  # TF 2.15's checkpoint, evaluated here: TF 2.15's metrics.
+  evaluation, predictions = _evaluate_and_predict(model, 'dnn_linear_combined_classifier')
+  _assert_matches(recorded['evaluate'], evaluation, 'evaluate')
+  _assert_matches(recorded['predict'], predictions, 'predict')
+  # Trained on from it, as TF 2.15 trained on: the same step, names and metrics.
+  reference = _reference()
+  model.train(reference.input_fn(kind, keys), steps=reference.STEPS)
+  assert model.latest_checkpoint().endswith(f'model.ckpt-{2 * reference.STEPS}')
+  assert sorted(model.get_variable_names()) == sorted(recorded['variables'])
+  evaluation, _ = _evaluate_and_predict(model, 'dnn_linear_combined_classifier')
+  _assert_matches(recorded['continued_evaluate'], evaluation, 'continued_evaluate')
+
+
+def _signatures(export_dir):
+  loaded = tf.saved_model.load(export_dir)
+  return loaded, {name: {'inputs': sorted(f.structured_input_signature[1]),
+                         'outputs': sorted(f.structured_outputs)}
+                  for name, f in loaded.signatures.items()}
+
+
+def _examples(keys=None):
+  """The reference features as serialized tf.Examples."""
+  examples = []
+  features = _reference().features()
+  for i in range(len(features['x1'])):
+    feature = {}
+    for key, values in features.items():
+      value = values[i][0]
+      if keys is None or key in keys:
+        feature[key] = (tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+                        if isinstance(value, str) else
+                        tf.train.Feature(float_list=tf.train.FloatList(value=[value])))
+    examples.append(tf.train.Example(
+        features=tf.train.Features(feature=feature)).SerializeToString())
+  return tf.constant(examples)
+
+
+@pytest.mark.parametrize('name', ['dnn_linear_combined_classifier', 'linear_classifier',
+                                  'dnn_regressor', 'dnn_estimator_multi_head'])
+def test_an_export_serves_tf215s_signatures(name, tmp_path):
+  recorded = _recorded()[name]
+  model = _train(name, tmp_path / 'model')
+  exported = model.export_saved_model(
+      str(tmp_path / 'export'), _reference().serving_receiver_fn(estimator.export))
+  loaded, signatures = _signatures(exported.decode())
+  assert signatures == recorded['signatures']
+  # Served predictions are predict()'s, which are TF 2.15's; a binary head also
+  # classifies (scores: the probabilities) and regresses (the logistic).
+  served = loaded.signatures['predict'](examples=_examples())
+  for i, expected in enumerate(recorded['predict']):
+    for key, value in expected.items():
+      served_key = key.replace('|', '/')
+      if not isinstance(value, (str, list)) or _numeric(value):
+        np.testing.assert_allclose(served[served_key][i], value, rtol=2e-5, atol=2e-6)
+  if 'classification' in signatures and 'regression' in signatures:  # a binary head's
+    classified = loaded.signatures['classification'](inputs=_examples())
+    np.testing.assert_allclose(classified['scores'],
+                               [p['probabilities'] for p in recorded['predict']], rtol=2e-5)
+    assert classified['classes'].numpy()[0].tolist() == [b'0', b'1']
+    regressed = loaded.signatures['regression'](inputs=_examples())
+    np.testing.assert_allclose(np.ravel(regressed['outputs']),
+                               [p['logistic'][0] for p in recorded['predict']], rtol=2e-5)
+
+
+# ---- what is refused, and misuse ----
+
+
+@pytest.mark.parametrize('name,fix', [
+    ('LinearSDCA', "optimizer='Ftrl'"), ('RNNClassifier', 'dynamic_rnn'),
+    ('RNNEstimator', 'dynamic_rnn'), ('BoostedTreesClassifier', 'Decision Forests'),
+    ('BoostedTreesRegressor', 'Decision Forests')])
+def test_premade_estimators_not_provided_name_the_fix(name, fix):
+  with pytest.raises(AttributeError, match=f'no {name}: not provided.*{fix}'):
+    getattr(canned, name)
+
+
+def test_a_linear_sdca_optimizer_is_refused_with_the_fix():
+  class LinearSDCA:  # what tf.estimator.experimental.LinearSDCA was
+    pass
+  with pytest.raises(ValueError, match="LinearSDCA is not provided.*optimizer='Ftrl'"):
+    canned.LinearClassifier([tf.feature_column.numeric_column('x')],
+                            optimizer=LinearSDCA())
+
+
+_X = [tf.feature_column.numeric_column('x')]
+
+
+@pytest.mark.parametrize('make,message', [
+    (lambda: canned.DNNClassifier([4], _X, n_classes=1), 'n_classes=1'),
+    (lambda: canned.DNNClassifier([], _X), r'hidden_units=\[\]'),
+    (lambda: canned.DNNClassifier([4, 0], _X), 'positive'),
+    (lambda: canned.DNNClassifier([4], []), 'feature_columns is empty'),
+    (lambda: canned.DNNClassifier([4], ['x']), 'not a feature column'),
+    (lambda: canned.DNNClassifier([4], _X, optimizer='Adamax'),
+     "Unsupported optimizer name: 'Adamax'"),
+    (lambda: canned.DNNClassifier([4], _X, optimizer=object()), 'is not an optimizer'),
+    (lambda: canned.DNNClassifier([4], _X, dropout=1.5), 'dropout=1.5'),
+    (lambda: canned.DNNClassifier([4], _X, label_vocabulary='ab'),
+     'list or a tuple of strings. Given type: str'),
+    (lambda: canned.LinearClassifier(_X, n_classes=3, label_vocabulary=['a', 'b']),
+     'label_vocabulary has 2 items.*n_classes=3'),
+    (lambda: canned.LinearRegressor(_X, loss_reduction='mean'),
+     "Invalid loss_reduction: 'mean'"),
+    (lambda: canned.LinearRegressor(_X, sparse_combiner='max'), "sparse_combiner='max'"),
+    (lambda: canned.DNNLinearCombinedClassifier(), 'Either linear_feature_columns'),
+    (lambda: canned.DNNLinearCombinedClassifier(dnn_feature_columns=_X),
+     'dnn_hidden_units must be defined'),
+    (lambda: canned.DNNEstimator('binary', [4], _X), 'is not a head'),
+    (lambda: canned.MultiClassHead(2), 'n_classes must be an int > 2: 2'),
+    (lambda: canned.MultiHead([canned.BinaryClassHead()]), 'must have name'),
+    (lambda: canned.BinaryClassHead(thresholds=[1.5]), r'thresholds must be in \(0, 1\)'),
+    (lambda: canned.DNNRegressor([4], _X, optimizer=tf.keras.optimizers.SGD(clipnorm=1.)),
+     r"sets \['clipnorm'\]"),
+])
+def test_misuse_fails_at_construction_naming_the_value_and_fix(make, message):
+  with pytest.raises(ValueError, match=message):
+    make()
+
+
+def test_a_v1_optimizer_and_an_optimizer_factory_train(tmp_path):
+  reference = _reference()
+  for i, optimizer in enumerate([tf.compat.v1.train.GradientDescentOptimizer(0.1),
+                                 lambda: tf.keras.optimizers.Adam(0.01)]):
+    model = canned.LinearRegressor(_reference().columns()['wide'],
+                                   model_dir=str(tmp_path / str(i)), optimizer=optimizer)
+    model.train(reference.input_fn('real'), steps=3)
+    assert model.latest_checkpoint().endswith('model.ckpt-3')
+    names = model.get_variable_names()
+    assert 'linear/linear_model/x1/weights' in names
+    assert any(n.startswith('training/Adam/') for n in names) == (i == 1)
