@@ -40,10 +40,10 @@ def test_in_memory_evaluator_evaluates_the_training_values_every_n_runs(tmp_path
   events = event_accumulator.EventAccumulator(model.eval_dir('memory'))
   events.Reload()
   values = {e.step: e.value for e in events.Scalars('w')}
-  # Every 3 runs (after steps 1, 4 and 7, as TF's timer fires on the first), and at
-  # the end (step 7 again): each with the training graph's value of w at that step.
-  assert sorted(values) == [1, 4, 7]
-  assert 0 < values[1] < values[4] < values[7] < 2
+  # As TF's: when the session starts, every 3 runs, and at the end; each with the
+  # training graph's value of w at that step.
+  assert sorted(values) == [0, 3, 6, 7]
+  assert 0 == values[0] < values[3] < values[6] < values[7] < 2
 
 
 def test_in_memory_evaluator_misuse_fails_early(tmp_path):

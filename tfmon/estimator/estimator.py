@@ -516,24 +516,20 @@ class Estimator:
 
 
 class _AssignByNameHook(tf.compat.v1.train.SessionRunHook):
-  """Gives the graph's global variables values, by TF1 name, when a session is
-  created: made while the graph builds, its assign ops fed then (the session's
-  graph is finalized)."""
+  """Gives the graph's global variables the values of `values` of their TF1
+  names (those it lacks keep their initial values, as TF's
+  InMemoryEvaluatorHook left them) when a session is created: made while the
+  graph builds, its assign ops fed then (the session's graph is finalized)."""
 
   def __init__(self, values):
-    variables = tf.compat.v1.global_variables()
-    names = [v.name.split(':')[0] for v in variables]
-    missing = sorted(set(names) - set(values))
-    if missing:
-      raise ValueError(f'The evaluation graph has variables {missing} that the '
-                       f'training graph does not ({sorted(values)}): the EVAL graph '
-                       'must name its variables as the TRAIN graph did.')
     self._feeds = {}
     self._assigns = []
-    for variable, name in zip(variables, names):
-      value = tf.compat.v1.placeholder(variable.dtype.base_dtype, variable.shape)
-      self._assigns.append(variable.assign(value))
-      self._feeds[value] = values[name]
+    for variable in tf.compat.v1.global_variables():
+      name = variable.name.split(':')[0]
+      if name in values:
+        value = tf.compat.v1.placeholder(variable.dtype.base_dtype, variable.shape)
+        self._assigns.append(variable.assign(value))
+        self._feeds[value] = values[name]
 
   def after_create_session(self, session, coord):
     session.run(self._assigns, feed_dict=self._feeds)

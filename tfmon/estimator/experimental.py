@@ -68,8 +68,9 @@ def make_stop_at_checkpoint_step_hook(estimator, last_step,
 
 
 class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
-  """Evaluates the model being trained every `every_n_iter` runs and at the
-  end, from the training session's variable values (no checkpoint), as TF's.
+  """Evaluates the model being trained when its session starts, every
+  `every_n_iter` runs, and at the end, from the training session's variable
+  values (no checkpoint), as TF's.
 
   Each evaluation builds `estimator`'s EVAL graph, gives its global variables
   the training graph's values by name, runs `input_fn` for `steps` batches
@@ -110,6 +111,9 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
     self._iterations = 0
     self._variables = {v.name.split(':')[0]: v
                        for v in tf.compat.v1.global_variables()}
+
+  def after_create_session(self, session, coord):
+    self._evaluate(session)
 
   def after_run(self, run_context, run_values):
     self._iterations += 1
