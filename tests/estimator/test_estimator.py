@@ -319,12 +319,16 @@ def test_input_fn_gets_the_arguments_it_names_as_tf_passed_them(tmp_path, argume
 def test_an_input_fn_with_other_required_arguments_fails_naming_them(tmp_path):
   model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
   with pytest.raises(TypeError, match=r"input_fn has arguments \['batch_size'\], "
-                     'which Estimator does not pass.*functools.partial'):
+                     "which Estimator does not pass in mode 'train'.*functools.partial"):
     model.train(lambda batch_size, mode: _train_input(), max_steps=1)
 
 
 def test_a_one_device_strategy_trains_on_its_device(tmp_path):
-  devices = []
+  devices, contexts = [], []
+
+  def train_input(input_context=None):
+    contexts.append(input_context)
+    return _train_input()
 
   def placed_model_fn(features, labels, mode, params):
     spec = model_fn(features, labels, mode, params)
@@ -336,10 +340,14 @@ def test_a_one_device_strategy_trains_on_its_device(tmp_path):
       placed_model_fn, model_dir=str(tmp_path), params={'rate': 0.1},
       config=estimator.RunConfig(train_distribute=strategy, eval_distribute=strategy))
   assert model.config.train_distribute is strategy
-  model.train(_train_input, max_steps=5)
+  model.train(train_input, max_steps=5)
   results = model.evaluate(_eval_input)
   assert results['global_step'] == 5 and results['accuracy'] > 0.4
   assert devices == ['/job:localhost/replica:0/task:0/device:CPU:1'] * 2
+  # As TF under a strategy: one input pipeline, one replica.
+  (context,) = contexts
+  assert (context.num_input_pipelines, context.input_pipeline_id,
+          context.num_replicas_in_sync) == (1, 0, 1)
 
 
 def test_device_fn_places_the_graphs_ops(tmp_path):

@@ -550,7 +550,8 @@ class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
 
 def input_fn_kwargs(input_fn, mode, params, config):
   """What TF's Estimator passed `input_fn`: those of `mode`, `params` and
-  `config` its signature names.
+  `config` its signature names, and `input_context` (one input pipeline) under
+  the mode's OneDeviceStrategy, as TF passed it under a strategy.
 
   Raises:
     TypeError: `input_fn` not callable, or with a required argument of another
@@ -559,15 +560,21 @@ def input_fn_kwargs(input_fn, mode, params, config):
   if not callable(input_fn):
     raise TypeError(f'input_fn={input_fn!r} is not callable.')
   parameters = inspect.signature(input_fn).parameters
+  strategy = {ModeKeys.TRAIN: config.train_distribute,
+              ModeKeys.EVAL: config.eval_distribute}.get(mode)
+  passed = _INPUT_FN_ARGS + (('input_context',) if strategy else ())
   required = sorted(
       name for name, p in parameters.items()
-      if p.default is inspect.Parameter.empty and name not in _INPUT_FN_ARGS and
+      if p.default is inspect.Parameter.empty and name not in passed and
       p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
   if required:
     raise TypeError(f'input_fn has arguments {required}, which Estimator does not '
-                    f'pass: it passes any of {list(_INPUT_FN_ARGS)}, by name '
-                    '(bind others with functools.partial or a lambda).')
+                    f'pass in mode {mode!r}: it passes any of {list(passed)}, by '
+                    'name (input_context under a train_distribute or eval_distribute '
+                    'strategy; bind others with functools.partial or a lambda).')
   available = {'mode': mode, 'params': params, 'config': config}
+  if strategy:
+    available['input_context'] = tf.distribute.InputContext()
   return {k: v for k, v in available.items() if k in parameters}
 
 
