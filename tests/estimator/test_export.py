@@ -258,3 +258,21 @@ def test_eval_spec_checks_its_exporters():
   with pytest.raises(ValueError, match='must include current_eval_result argument'):
     estimator.BestExporter(serving_input_receiver_fn=receiver_fn,
                            compare_fn=lambda best_eval_result, current: True)
+
+
+def test_eval_output_keys_its_tensors_as_tf_and_builds_a_signature_def():
+  graph = tf.Graph()
+  with graph.as_default():
+    labels = tf.compat.v1.placeholder(tf.float32, [None])
+    predictions = labels * 2
+    accuracy = tf.compat.v1.metrics.mean(predictions)
+    output = export.EvalOutput(loss=tf.reduce_mean(predictions),
+                               predictions={'p': predictions},
+                               metrics={'mean': accuracy})
+    assert sorted(output.signature_outputs()) == [
+        'loss', 'metrics/mean/update_op', 'metrics/mean/value', 'predictions/p']
+    signature = output.as_signature_def({'labels': labels})
+  assert signature.method_name == 'tensorflow/supervised/eval'
+  assert list(signature.inputs) == ['labels']
+  with pytest.raises(ValueError, match=r"metrics\['m'\] must be a \(value, update_op\)"):
+    export.EvalOutput(metrics={'m': 1.0})
