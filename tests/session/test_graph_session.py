@@ -191,6 +191,8 @@ def test_import_meta_graph_users_restore_a_captured_graphs_checkpoint(tmp_path):
   directory = str(tmp_path)
   with tfmon.Graph().as_default():
     loss, train_op, feeds = _regression()
+    parts = tf.compat.v1.get_variable(
+        'emb', [6, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2))
     with tfmon.train.MonitoredTrainingSession(
         checkpoint_dir=directory, save_checkpoint_steps=1, save_summaries_steps=None,
         hooks=[tfmon.train.StopAtStepHook(last_step=8)]) as sess:
@@ -198,16 +200,20 @@ def test_import_meta_graph_users_restore_a_captured_graphs_checkpoint(tmp_path):
         sess.run(train_op, feed_dict=feeds)
     with tfmon.train.SingularMonitoredSession(checkpoint_dir=directory) as sess:
       expected = sess.run(loss, feed_dict=feeds)
+      whole = np.concatenate(sess.run(list(parts)))
   kept = sorted(p for p in os.listdir(directory) if p.endswith('.meta'))
   assert kept == [f'model.ckpt-{step}.meta' for step in range(4, 9)]
   with tf.Graph().as_default():
     saver = tf.compat.v1.train.import_meta_graph(os.path.join(directory, 'model.ckpt-8.meta'))
     assert sorted(v.op.name for v in tf.compat.v1.trainable_variables()) == [
-        'dense/bias', 'dense/kernel']
+        'dense/bias', 'dense/kernel', 'emb/part_0', 'emb/part_1']
     assert tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP)
     with tf.compat.v1.Session() as sess:
       saver.restore(sess, os.path.join(directory, 'model.ckpt-8'))
       assert sess.run(tf.compat.v1.train.get_global_step()) == 8
       value = sess.run('loss:0', feed_dict={'x:0': np.ones([4, 3], np.float32),
                                             'y:0': np.ones([4, 1], np.float32)})
+      restored_whole = np.concatenate(sess.run(
+          ['emb/part_0/Read/ReadVariableOp:0', 'emb/part_1/Read/ReadVariableOp:0']))
   assert value == pytest.approx(expected, rel=1e-6)
+  np.testing.assert_array_equal(restored_whole, whole)

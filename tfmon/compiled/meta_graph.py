@@ -10,102 +10,192 @@ values come from the checkpoint), a `Saver`'s save and restore ops and
 collections. Importing it into a `tf.Graph` and restoring `model.ckpt-N` gives
 the trained model, run by op and tensor names as in TF1.
 
+The nodes of the variables and of the Saver are written as NodeDefs, as TF1's
+named them: building them with TensorFlow's Python graph code (the Saver's, or
+the whole graph imported) took over a second on the CIFAR-10 tutorial's graph.
+
 Values captured from eager code other than variables (an input pipeline's
 iterator, constants) stay placeholders: feed them.
 """
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import node_def_pb2
 from tensorflow.core.framework import variable_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow.core.protobuf import saver_pb2
 
 from tfmon import tf_internals
 
+_VARIABLE_COLLECTIONS = (
+    tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES,
+    tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.MODEL_VARIABLES,
+    tf.compat.v1.GraphKeys.MOVING_AVERAGE_VARIABLES)
+
 
 def tf1_meta_graph_def(graph):
-  """A MetaGraphDef of the captured `graph` as TF1's Saver wrote it."""
-  variables = {id(v._tfmon_graph_handle.op): v  # pylint: disable=protected-access
-               for v in _unique(graph.global_variables() + graph.get_collection(
-                   tf.compat.v1.GraphKeys.LOCAL_VARIABLES))
-               if hasattr(v, '_tfmon_graph_handle')}
-  by_op_name = {}
+  """A MetaGraphDef of the captured `graph` as TF1's Saver wrote it.
+
+  Raises:
+    ValueError: the graph has ops of the names TF1's variables and Saver take.
+  """
   graph_def = graph.as_graph_def(add_shapes=True)
-  nodes = {node.name: node for node in graph_def.node}
-  for placeholder in graph.internal_captures:
-    variable = variables.get(id(placeholder.op))
-    if variable is None:
+  variables = _as_variable_handles(graph, graph_def)
+  added, variable_defs, saver_def = _variable_and_saver_nodes(variables)
+  taken = sorted({node.name for node in graph_def.node} &
+                 {node.name for node in added})
+  if taken:
+    raise ValueError(f'the graph has ops named as TF1 named its variables\' and '
+                     f'Saver\'s: {taken[:3]}')
+  graph_def.node.extend(added)
+  with tf.Graph().as_default():  # TF's export works in graph mode only
+    meta = tf.compat.v1.train.export_meta_graph(
+        graph_def=graph_def, saver_def=saver_def, collection_list=[])
+  by_variable = {id(variable): variable_defs[name]
+                 for name, variable in variables.items()}
+  for key in graph.get_all_collection_keys():
+    _add_collection(meta, key, graph.get_collection(key), by_variable)
+  return meta
+
+
+def _as_variable_handles(graph, graph_def):
+  """Makes each captured variable's placeholder in `graph_def` a VarHandleOp of
+  its name; returns `{op name: variable}`."""
+  variables = {}
+  for variable in graph.global_variables() + graph.get_collection(
+      tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
+    handle = getattr(variable, '_tfmon_graph_handle', None)
+    if handle is not None:
+      variables[handle.op.name] = variable
+  for node in graph_def.node:
+    variable = variables.get(node.name)
+    if variable is None or node.op != 'Placeholder':
       continue
-    node = nodes[placeholder.op.name]
-    node.op = 'VarHandleOp'
-    for attr in list(node.attr):
-      if attr not in ('_output_shapes', '_class'):
-        del node.attr[attr]
+    name, output_shapes = node.name, None
+    if '_output_shapes' in node.attr:
+      output_shapes = attr_value_pb2.AttrValue()
+      output_shapes.CopyFrom(node.attr['_output_shapes'])
+    node.Clear()
+    node.name, node.op = name, 'VarHandleOp'
+    if output_shapes is not None:
+      node.attr['_output_shapes'].CopyFrom(output_shapes)
     node.attr['dtype'].type = variable.dtype.as_datatype_enum
     node.attr['shape'].shape.CopyFrom(variable.shape.as_proto())
     node.attr['shared_name'].s = node.name.encode()
     node.attr['container'].s = b''
-    by_op_name[node.name] = variable
-
-  tf1_graph = tf.Graph()
-  with tf1_graph.as_default():
-    tf.compat.v1.import_graph_def(graph_def, name='')
-    tf1_variables = {}
-    for name, variable in by_op_name.items():
-      tf1_variables[name] = _tf1_variable(tf1_graph, name, variable)
-    saver = tf.compat.v1.train.Saver(
-        var_list=_saver_var_list(tf1_variables), sharded=False,
-        max_to_keep=0, allow_empty=True)
-    for key in graph.get_all_collection_keys():
-      _copy_collection(graph, tf1_graph, key, tf1_variables)
-    return tf.compat.v1.train.export_meta_graph(
-        graph=tf1_graph, saver_def=saver.as_saver_def())
+  return variables
 
 
-def _tf1_variable(tf1_graph, name, variable):
-  """A resource variable of `tf1_graph` on its imported handle `name`."""
-  handle = tf1_graph.get_tensor_by_name(name + ':0')
-  with tf.compat.v1.name_scope(name + '/'):
-    zeros = tf.zeros(variable.shape, variable.dtype, name='Initializer/zeros')
-    assign = tf.raw_ops.AssignVariableOp(resource=handle, value=zeros, name='Assign')
-    with tf.compat.v1.name_scope('Read/'):
-      read = tf.raw_ops.ReadVariableOp(resource=handle, dtype=variable.dtype,
-                                       name='ReadVariableOp')
-  variable_def = variable_pb2.VariableDef(
-      variable_name=handle.name, initializer_name=assign.name,
-      snapshot_name=read.name, initial_value_name=zeros.name,
-      trainable=variable.trainable, is_resource=True)
-  part = tf_internals.save_slice_info(variable)
-  if part is not None:
-    variable_def.save_slice_info_def.CopyFrom(part.to_proto())
-  return tf.compat.v1.Variable(variable_def=variable_def)
-
-
-def _saver_var_list(tf1_variables):
-  """`{checkpoint key: variable or its parts}`: the keys the checkpoint has."""
-  var_list = {}
-  for name, variable in tf1_variables.items():
+def _variable_and_saver_nodes(variables):
+  """The nodes TF1 added for `variables` (`{op name: variable}`) and for a
+  Saver of them: `(nodes, {op name: serialized VariableDef}, SaverDef)`."""
+  nodes, variable_defs = [], {}
+  if not variables:
+    return nodes, variable_defs, None  # TF1's Saver refused to save nothing
+  keys, slices, reads, dtypes = [], [], [], []
+  for name, variable in variables.items():
+    dtype = variable.dtype.as_datatype_enum
+    zeros = f'{name}/Initializer/zeros'
+    nodes += [
+        _node(zeros, 'Const', dtype=_type(dtype), value=_attr(tensor=tf.make_tensor_proto(
+            0, variable.dtype, variable.shape.as_list()))),
+        _node(f'{name}/Assign', 'AssignVariableOp', [name, zeros], dtype=_type(dtype)),
+        _node(f'{name}/Read/ReadVariableOp', 'ReadVariableOp', [name], dtype=_type(dtype))]
+    variable_def = variable_pb2.VariableDef(
+        variable_name=f'{name}:0', initializer_name=f'{name}/Assign',
+        snapshot_name=f'{name}/Read/ReadVariableOp:0', initial_value_name=f'{zeros}:0',
+        trainable=variable.trainable, is_resource=True)
     part = tf_internals.save_slice_info(variable)
-    if part is None:
-      var_list[name] = variable
-    else:
-      var_list.setdefault(part.full_name, []).append(variable)
-  return var_list
+    if part is not None:
+      variable_def.save_slice_info_def.CopyFrom(part.to_proto())
+    variable_defs[name] = variable_def.SerializeToString()
+    keys.append(name if part is None else part.full_name)
+    slices.append('' if part is None else part.spec)
+    reads.append(f'{name}/Read/ReadVariableOp')
+    dtypes.append(dtype)
+  strings = _type(tf.string.as_datatype_enum)
+  def constant(node_name, values):
+    return _node(node_name, 'Const', dtype=strings, value=_attr(
+        tensor=tf.make_tensor_proto(values, tf.string, [len(values)])))
+  scalar_string = {'dtype': strings, 'shape': _attr(shape=tf.TensorShape([]).as_proto())}
+  dtype_list = _attr(list=attr_value_pb2.AttrValue.ListValue(type=dtypes))
+  nodes += [
+      _node('save/filename/input', 'Const', dtype=strings,
+            value=_attr(tensor=tf.make_tensor_proto('model'))),
+      _node('save/filename', 'PlaceholderWithDefault', ['save/filename/input'],
+            **scalar_string),
+      _node('save/Const', 'PlaceholderWithDefault', ['save/filename'], **scalar_string),
+      constant('save/SaveV2/tensor_names', keys),
+      constant('save/SaveV2/shape_and_slices', slices),
+      _node('save/SaveV2', 'SaveV2', ['save/Const', 'save/SaveV2/tensor_names',
+                                      'save/SaveV2/shape_and_slices'] + reads,
+            dtypes=dtype_list),
+      _node('save/control_dependency', 'Identity', ['save/Const', '^save/SaveV2'],
+            T=strings),
+      constant('save/RestoreV2/tensor_names', keys),
+      constant('save/RestoreV2/shape_and_slices', slices),
+      _node('save/RestoreV2', 'RestoreV2', ['save/Const', 'save/RestoreV2/tensor_names',
+                                            'save/RestoreV2/shape_and_slices'],
+            dtypes=dtype_list)]
+  assigns = []
+  for i, (name, dtype) in enumerate(zip(variables, dtypes)):
+    suffix = f'_{i}' if i else ''
+    nodes += [
+        _node(f'save/Identity{suffix}', 'Identity',
+              [f'save/RestoreV2:{i}' if i else 'save/RestoreV2'], T=_type(dtype)),
+        _node(f'save/AssignVariableOp{suffix}', 'AssignVariableOp',
+              [name, f'save/Identity{suffix}'], dtype=_type(dtype))]
+    assigns.append(f'^save/AssignVariableOp{suffix}')
+  nodes.append(_node('save/restore_all', 'NoOp', assigns))
+  saver_def = saver_pb2.SaverDef(
+      filename_tensor_name='save/Const:0', save_tensor_name='save/control_dependency:0',
+      restore_op_name='save/restore_all', max_to_keep=5,
+      keep_checkpoint_every_n_hours=10000, version=saver_pb2.SaverDef.V2)
+  return nodes, variable_defs, saver_def
 
 
-def _copy_collection(graph, tf1_graph, key, tf1_variables):
-  """Adds what `graph`'s collection `key` holds to `tf1_graph`'s, by name."""
-  for item in graph.get_collection(key):
+def _node(name, op, inputs=(), **attrs):
+  node = node_def_pb2.NodeDef(name=name, op=op, input=list(inputs))
+  for key, value in attrs.items():
+    node.attr[key].CopyFrom(value)
+  return node
+
+
+def _attr(**kwargs):
+  return attr_value_pb2.AttrValue(**kwargs)
+
+
+def _type(dtype_enum):
+  return attr_value_pb2.AttrValue(type=dtype_enum)
+
+
+def _add_collection(meta, key, items, by_variable):
+  """Writes a collection into `meta` as TF1's export did (`by_variable`: id of a
+  variable -> its serialized VariableDef), what of it TF1's
+  proto kinds hold: variables, tensors and ops by name, queue runners,
+  numbers and strings. Others (hooks' own objects) are left out, as TF1 did."""
+  if not isinstance(key, str):
+    return
+  collection = meta_graph_pb2.CollectionDef()
+  for item in items:
     if isinstance(item, tf.Variable):
-      handle = getattr(item, '_tfmon_graph_handle', None)
-      item = handle is not None and tf1_variables.get(handle.op.name)
+      variable_def = by_variable.get(id(item))
+      if variable_def is not None:
+        collection.bytes_list.value.append(variable_def)
     elif isinstance(item, (tf.Tensor, tf.Operation)):
-      try:
-        item = tf1_graph.as_graph_element(item.name)
-      except (KeyError, ValueError):
-        item = None
-    elif not isinstance(item, (str, bytes, int, float)):
-      item = None  # queue runners, savers, hooks' objects: not TF1's proto kinds
-    if item is not None and item is not False:
-      tf1_graph.add_to_collection(key, item)
-
-
-def _unique(items):
-  return list({id(item): item for item in items}.values())
+      collection.node_list.value.append(item.name)
+    elif isinstance(item, tf.compat.v1.train.QueueRunner):
+      collection.bytes_list.value.append(item.to_proto().SerializeToString())
+    elif isinstance(item, (str, bytes)):
+      collection.bytes_list.value.append(
+          item.encode() if isinstance(item, str) else item)
+    elif isinstance(item, bool) or not isinstance(item, (int, float)):
+      continue
+    elif isinstance(item, int):
+      collection.int64_list.value.append(item)
+    else:
+      collection.float_list.value.append(item)
+  kinds = [kind for kind in ('bytes_list', 'node_list', 'int64_list', 'float_list')
+           if getattr(collection, kind).value]
+  if len(kinds) == 1 and (key not in _VARIABLE_COLLECTIONS or kinds == ['bytes_list']):
+    meta.collection_def[key].CopyFrom(collection)
