@@ -1,25 +1,30 @@
-r"""TensorFlow's TF1 CIFAR-10 tutorial (cifar10.py + cifar10_train.py), graph code unchanged.
+r"""TensorFlow's TF1 CIFAR-10 tutorial (cifar10.py, cifar10_input.py, cifar10_train.py).
 
 The model, loss and train functions below are the tutorial's own graph code
 (`tensorflow/models/tutorials/image/cifar10`, TF1): `tf.compat.v1.get_variable`
 on the CPU, weight decay through the 'losses' collection, moving averages of the
 losses and of the variables, an exponentially decaying learning rate, and the
-activation, gradient and variable summaries. `--graph tf1` runs it as TF1 did,
-in TF1's graph mode (still in TF 2.21); `--graph tfmon` runs the very same code
-through tfmon. The port is the two names in `main`:
+activation, gradient and variable summaries; its input is the tutorial's
+queue-runner reader: `string_input_producer`, `FixedLengthRecordReader`, the
+distortions, `shuffle_batch` with 16 threads, started by the session.
+`--graph tf1` runs it as TF1 did, in TF1's graph mode (still in TF 2.21);
+`--graph tfmon` runs the very same code through tfmon. The port is the two
+names in `main`:
 
     tf.Graph                              -> tfmon.Graph
     tf.compat.v1.train.MonitoredTrainingSession -> tfmon.train.MonitoredTrainingSession
 
-One change to the tutorial itself, the input: its queue-runner reader
-(`cifar10_input.distorted_inputs`) becomes a tf.data pipeline of random 24x24
-images (queue runners are refused, with this fix), read through a one-shot
-iterator, as TF1 code written for tf.data did.
+Without `--data_dir`, synthetic files in CIFAR-10's binary format stand in for
+the data. `--input dataset` reads fixed batches through tf.data instead, so that
+two runs see the same batches (16 queue threads do not).
 
-  python examples/cifar10_tf1_graph.py --graph tfmon --train_dir /tmp/cifar10_graph
+  python examples/cifar10_tf1_graph.py --graph tfmon --train_dir /tmp/cifar10_graph \
+      --examples_per_epoch 1000
 """
 
+import os
 import re
+import tempfile
 import time
 
 from absl import app
@@ -28,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfmon
+from tfmon.examples import cifar10_input
 
 _GRAPH = flags.DEFINE_enum('graph', 'tfmon', ['tfmon', 'tf1'],
                            'Run under tfmon.Graph or TF1 graph mode.')
@@ -37,6 +43,15 @@ _MAX_STEPS = flags.DEFINE_integer('max_steps', 100, 'Global step to stop at.')
 _SAVE_STEPS = flags.DEFINE_integer('save_steps', 50, 'Checkpoint every N steps.')
 _LOG_FREQUENCY = flags.DEFINE_integer('log_frequency', 10, 'Log every N steps.')
 _SEED = flags.DEFINE_integer('seed', None, 'The graph-level random seed, if any.')
+_INPUT = flags.DEFINE_enum(
+    'input', 'queues', ['queues', 'dataset'],
+    "The tutorial's queue-runner input, or a tf.data pipeline of fixed batches.")
+_DATA_DIR = flags.DEFINE_string(
+    'data_dir', None, "The tutorial's binary files (cifar-10-batches-bin); "
+    'default: synthetic ones in that format.')
+_EXAMPLES_PER_EPOCH = flags.DEFINE_integer(
+    'examples_per_epoch', 50000, 'Training examples per epoch (the shuffle '
+    'queue holds 40% of them before the first batch).')
 
 BATCH_SIZE = 128
 IMAGE_SIZE = 24
@@ -165,9 +180,94 @@ def train(total_loss, global_step):
   return variables_averages_op
 
 
-# ---- the input: tf.data instead of the tutorial's queue runners ----
+# ---- cifar10_input.py, as the tutorial wrote it: queue runners ----
 
-def distorted_inputs():
+def read_cifar10(filename_queue):
+  """Reads one record of the CIFAR-10 binary format: 1 label byte, 3072 image bytes."""
+
+  class CIFAR10Record(object):
+    pass
+  result = CIFAR10Record()
+  label_bytes = 1
+  result.height, result.width, result.depth = 32, 32, 3
+  image_bytes = result.height * result.width * result.depth
+  record_bytes = label_bytes + image_bytes
+  reader = v1.FixedLengthRecordReader(record_bytes=record_bytes)
+  result.key, value = reader.read(filename_queue)
+  record_bytes = v1.decode_raw(value, tf.uint8)
+  result.label = tf.cast(tf.strided_slice(record_bytes, [0], [label_bytes]), tf.int32)
+  depth_major = tf.reshape(
+      tf.strided_slice(record_bytes, [label_bytes], [label_bytes + image_bytes]),
+      [result.depth, result.height, result.width])
+  result.uint8image = tf.transpose(depth_major, [1, 2, 0])
+  return result
+
+
+def _generate_image_and_label_batch(image, label, min_queue_examples, batch_size,
+                                    shuffle):
+  num_preprocess_threads = 16
+  if shuffle:
+    images, label_batch = v1.train.shuffle_batch(
+        [image, label], batch_size=batch_size, num_threads=num_preprocess_threads,
+        capacity=min_queue_examples + 3 * batch_size,
+        min_after_dequeue=min_queue_examples)
+  else:
+    images, label_batch = v1.train.batch(
+        [image, label], batch_size=batch_size, num_threads=num_preprocess_threads,
+        capacity=min_queue_examples + 3 * batch_size)
+  v1.summary.image('images', images)
+  return images, tf.reshape(label_batch, [batch_size])
+
+
+def distorted_inputs(data_dir, batch_size):
+  """The tutorial's training input: random crops, flips and colour changes."""
+  filenames = [os.path.join(data_dir, 'data_batch_%d.bin' % i) for i in range(1, 6)]
+  for f in filenames:
+    if not v1.gfile.Exists(f):
+      raise ValueError('Failed to find file: ' + f)
+  filename_queue = v1.train.string_input_producer(filenames)
+  with tf.name_scope('data_augmentation'):
+    read_input = read_cifar10(filename_queue)
+    reshaped_image = tf.cast(read_input.uint8image, tf.float32)
+    height, width = IMAGE_SIZE, IMAGE_SIZE
+    distorted_image = v1.random_crop(reshaped_image, [height, width, 3])
+    distorted_image = tf.image.random_flip_left_right(distorted_image)
+    distorted_image = tf.image.random_brightness(distorted_image, max_delta=63)
+    distorted_image = tf.image.random_contrast(distorted_image, lower=0.2, upper=1.8)
+    float_image = tf.image.per_image_standardization(distorted_image)
+    float_image.set_shape([height, width, 3])
+    read_input.label.set_shape([1])
+    min_fraction_of_examples_in_queue = 0.4
+    min_queue_examples = int(_EXAMPLES_PER_EPOCH.value *
+                             min_fraction_of_examples_in_queue)
+    print('Filling queue with %d CIFAR images before starting to train. '
+          'This will take a few minutes.' % min_queue_examples)
+  return _generate_image_and_label_batch(float_image, read_input.label,
+                                         min_queue_examples, batch_size,
+                                         shuffle=True)
+
+
+# ---- not the tutorial's: its data, or a stand-in; and tf.data for exact runs ----
+
+def _binary_files(data_dir):
+  """`data_dir` holding the tutorial's binary files, or a directory of synthetic
+  ones in that format (a label byte, then the image channel by channel)."""
+  if data_dir:
+    return data_dir
+  data_dir = tempfile.mkdtemp(prefix='cifar10_bin_')
+  data = cifar10_input.synthetic(num_train=5 * 200, num_test=1)
+  images, labels = data.train
+  records = np.concatenate(
+      [labels.astype(np.uint8)[:, None],
+       images.transpose(0, 3, 1, 2).reshape(len(labels), -1)], axis=1)
+  for i, part in enumerate(np.split(records, 5), 1):
+    part.tofile(os.path.join(data_dir, 'data_batch_%d.bin' % i))
+  return data_dir
+
+
+def dataset_inputs():
+  """Random 24x24 images through a one-shot iterator: the same batches in every
+  run, so that two runs' losses can be compared."""
   rng = np.random.default_rng(0)
   images = rng.normal(size=(4 * BATCH_SIZE, IMAGE_SIZE, IMAGE_SIZE, 3))
   labels = rng.integers(0, NUM_CLASSES, size=(4 * BATCH_SIZE,))
@@ -191,7 +291,10 @@ def main(argv):
       v1.set_random_seed(_SEED.value)
     global_step = v1.train.get_or_create_global_step()
     with tf.device('/cpu:0'):
-      images, labels = distorted_inputs()
+      if _INPUT.value == 'queues':
+        images, labels = distorted_inputs(_binary_files(_DATA_DIR.value), BATCH_SIZE)
+      else:
+        images, labels = dataset_inputs()
     logits = inference(images)
     total_loss = loss(logits, labels)
     train_op = train(total_loss, global_step)
