@@ -78,7 +78,8 @@ def _train(name, model_dir):
 
 def _variables(model):
   reader = tf.train.load_checkpoint(model.latest_checkpoint())
-  return {key: _reference()._plain(reader.get_tensor(key))  # pylint: disable=protected-access
+  plain = _reference()._plain  # pylint: disable=protected-access
+  return {key: plain(reader.get_tensor(key))
           for key in reader.get_variable_to_shape_map()}
 
 
@@ -151,9 +152,10 @@ def _examples(keys=None):
     for key, values in features.items():
       value = values[i][0]
       if keys is None or key in keys:
-        feature[key] = (tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-                        if isinstance(value, str) else
-                        tf.train.Feature(float_list=tf.train.FloatList(value=[value])))
+        feature[key] = (
+            tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+            if isinstance(value, str) else
+            tf.train.Feature(float_list=tf.train.FloatList(value=[value])))
     examples.append(tf.train.Example(
         features=tf.train.Features(feature=feature)).SerializeToString())
   return tf.constant(examples)

@@ -50,6 +50,8 @@ def labels(kind):
       'binary': np.array([[1], [0], [0], [1], [0], [0], [1], [1]], np.int64),
       'classes': np.array([[0], [1], [2], [0], [1], [2], [0], [1]], np.int64),
       'names': np.array([['a'], ['b'], ['c'], ['a'], ['b'], ['c'], ['a'], ['b']]),
+      'yes_no': np.array([['yes'], ['no'], ['no'], ['yes'], ['no'], ['yes'], ['yes'],
+                          ['no']]),
       'real': np.array([[1.5], [-0.5], [0.0], [2.5], [1.0], [-1.0], [2.0], [-2.5]],
                        np.float32),
       'probability': np.array([[0.9], [0.1], [0.3], [1.0], [0.5], [0.0], [0.8], [0.6]],
@@ -126,6 +128,15 @@ def cases(estimator, keras_optimizers, run_config):
                                        feature_columns=wide),
       'baseline_estimator_logistic': case(estimator.BaselineEstimator, 'probability',
                                           ['x1'], head=estimator.LogisticRegressionHead()),
+      'linear_estimator_binary_thresholds': case(
+          estimator.LinearEstimator, 'yes_no',
+          head=estimator.BinaryClassHead(
+              weight_column=tf.feature_column.numeric_column('w'), thresholds=[0.3, 0.7],
+              label_vocabulary=['no', 'yes']),
+          feature_columns=wide),
+      'dnn_classifier_dropout': case(estimator.DNNClassifier, 'binary', hidden_units=[5],
+                                     feature_columns=dense, dropout=0.4,
+                                     optimizer='Ftrl'),
       'dnn_estimator_multi_head': case(
           estimator.DNNEstimator, 'multi_head',
           head=estimator.MultiHead([estimator.BinaryClassHead(name='clicked'),

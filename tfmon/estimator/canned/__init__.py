@@ -2,8 +2,10 @@
 on tfmon's Estimator: the same graphs, variable names, optimizers, metrics,
 predictions and serving signatures, so a model_dir TF 2.15 wrote continues here.
 
-One module per family: head.py (heads), optimizers.py (the optimizers TF 2.15
-trained them with), dnn.py, linear.py, dnn_linear_combined.py, baseline.py.
+One module per family: head.py and multi_head.py (heads), metrics.py (their
+evaluation metrics), optimizers.py (the optimizers TF 2.15 trained them with),
+dnn.py, linear.py, dnn_linear_combined.py, baseline.py; model_fn_utils.py holds
+the argument checks they share.
 """
 
 from tfmon.estimator.canned.baseline import (BaselineClassifier, BaselineEstimator,
@@ -13,11 +15,12 @@ from tfmon.estimator.canned.dnn_linear_combined import (DNNLinearCombinedClassif
                                                         DNNLinearCombinedEstimator,
                                                         DNNLinearCombinedRegressor)
 from tfmon.estimator.canned.head import (BinaryClassHead, Head, LogisticRegressionHead,
-                                         MetricKeys, MultiClassHead, MultiHead,
-                                         MultiLabelHead, PoissonRegressionHead,
-                                         PredictionKeys, RegressionHead)
+                                         MetricKeys, MultiClassHead, MultiLabelHead,
+                                         PoissonRegressionHead, PredictionKeys,
+                                         RegressionHead)
 from tfmon.estimator.canned.linear import (LinearClassifier, LinearEstimator,
                                            LinearRegressor)
+from tfmon.estimator.canned.multi_head import MultiHead
 
 __all__ = ['BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
            'BinaryClassHead', 'DNNClassifier', 'DNNEstimator',

@@ -20,7 +20,8 @@ from tfmon.estimator.spec import ModeKeys
 
 
 def _layer_summary(value, tag):
-  tf.compat.v1.summary.scalar(f'{tag}/fraction_of_zero_values', tf.math.zero_fraction(value))
+  tf.compat.v1.summary.scalar(f'{tag}/fraction_of_zero_values',
+                              tf.math.zero_fraction(value))
   tf.compat.v1.summary.histogram(f'{tag}/activation', value)
 
 

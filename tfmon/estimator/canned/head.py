@@ -6,19 +6,15 @@ builds, in the model_fn's graph, the predictions (`logits`, `logistic`,
 `probabilities`, `class_ids`, `classes`, `all_class_ids`, `all_classes`, or
 `predictions`), the loss (reduced as `loss_reduction` says), the metrics of
 `evaluate()` under TF 2.15's keys, and the serving signatures
-(`serving_default`, `classification`, `regression`, `predict`).
-
-TF 2.15's heads measured with Keras 2 metric objects; those need Keras 2's graph
-mode, so the metrics here are small graph metrics with the same update rules
-and results (`Mean`, `Accuracy`, `Precision`, `Recall`, `AUC` with 200
-thresholds and Keras' interpolations), each a set of local variables, its
-update ops and its result.
+(`serving_default`, `classification`, `regression`, `predict`). The metrics
+are metrics.py's; MultiHead is in multi_head.py.
 """
 
 import numpy as np
 import tensorflow as tf
 
 from tfmon.estimator import export as export_lib
+from tfmon.estimator.canned import metrics as metrics_lib
 from tfmon.estimator.canned import optimizers
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys
 
@@ -66,16 +62,16 @@ class PredictionKeys:
 
 # tf.keras.losses.Reduction's values, and tf.compat.v1.losses.Reduction's that
 # mean the same, to the reduction applied.
-_REDUCTIONS = {'sum_over_batch_size': 'sum_over_batch_size', 'auto': 'sum_over_batch_size',
+REDUCTIONS = {'sum_over_batch_size': 'sum_over_batch_size', 'auto': 'sum_over_batch_size',
                'sum': 'sum', 'weighted_sum_over_batch_size': 'sum_over_batch_size',
                'weighted_sum': 'sum'}
 
 
 def _check_loss_reduction(loss_reduction):
-  if loss_reduction not in _REDUCTIONS:
+  if loss_reduction not in REDUCTIONS:
     raise ValueError(f'Invalid loss_reduction: {loss_reduction!r}. Give one of '
                      "'sum_over_batch_size' (the default), 'sum' or 'auto'.")
-  return _REDUCTIONS[loss_reduction]
+  return REDUCTIONS[loss_reduction]
 
 
 def _check_loss_fn(loss_fn):
@@ -113,151 +109,6 @@ def _check_thresholds(thresholds):
     if not 0.0 < threshold < 1.0:
       raise ValueError(f'thresholds must be in (0, 1); given {thresholds}.')
   return thresholds
-
-
-# ---- metrics ----
-
-
-def _metric_variable(shape, name):
-  return tf.compat.v1.Variable(
-      lambda: tf.zeros(shape, tf.float32), trainable=False, name=name,
-      collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
-                   tf.compat.v1.GraphKeys.METRIC_VARIABLES])
-
-
-def _weights_like(sample_weight, values):
-  if sample_weight is None:
-    return tf.ones_like(values)
-  return tf.cast(sample_weight, tf.float32) * tf.ones_like(values)
-
-
-class Mean:
-  """The weighted mean of the values seen, as `tf.keras.metrics.Mean`."""
-
-  def __init__(self, name):
-    self.name = name
-    self.total = _metric_variable([], 'total')
-    self.count = _metric_variable([], 'count')
-    self.updates = []
-
-  def update_state(self, values, sample_weight=None):
-    values = tf.cast(values, tf.float32)
-    weights = _weights_like(sample_weight, values)
-    total = tf.compat.v1.assign_add(self.total, tf.reduce_sum(values * weights))
-    # After the total, which reads the batch: constant weights must not count
-    # the run that finds the input exhausted.
-    with tf.control_dependencies([total]):
-      self.updates.append(tf.compat.v1.assign_add(self.count, tf.reduce_sum(weights)))
-
-  def result(self):
-    return tf.math.divide_no_nan(self.total, self.count)
-
-
-class Accuracy(Mean):
-  """How often predictions equal labels (`threshold`: predictions above it are
-  1), as `tf.keras.metrics.Accuracy` and `BinaryAccuracy`."""
-
-  def __init__(self, name, threshold=None):
-    super().__init__(name)
-    self._threshold = threshold
-
-  def update_state(self, y_true, y_pred, sample_weight=None):  # pylint: disable=arguments-renamed
-    y_true = tf.cast(y_true, tf.float32)
-    y_pred = tf.cast(y_pred, tf.float32)
-    if self._threshold is not None:
-      y_pred = tf.cast(y_pred > self._threshold, tf.float32)
-    super().update_state(tf.cast(tf.equal(y_true, y_pred), tf.float32), sample_weight)
-
-
-class _AccuracyBaseline:
-  """The accuracy of always predicting the majority label, from `label/mean`."""
-
-  def __init__(self, label_mean):
-    self.name = MetricKeys.ACCURACY_BASELINE
-    self._label_mean = label_mean
-    self.updates = []
-
-  def result(self):
-    total, count = self._label_mean.total, self._label_mean.count
-    return tf.math.divide_no_nan(tf.maximum(total, count - total), count)
-
-
-class _Confusion:
-  """True/false positive/negative counts at thresholds (Keras' rule: a
-  prediction above a threshold is positive)."""
-
-  def __init__(self, name, thresholds):
-    self.name = name
-    self.thresholds = np.asarray(thresholds, np.float32)
-    shape = [len(self.thresholds)]
-    self.tp, self.fp, self.tn, self.fn = (_metric_variable(shape, n) for n in
-                                          ('true_positives', 'false_positives',
-                                           'true_negatives', 'false_negatives'))
-    self.updates = []
-
-  def update_state(self, y_true, y_pred, sample_weight=None):
-    y_pred = tf.cast(y_pred, tf.float32)
-    weights = tf.reshape(_weights_like(sample_weight, y_pred), [-1, 1])
-    label = tf.reshape(tf.cast(tf.cast(y_true, tf.bool), tf.float32), [-1, 1])
-    above = tf.cast(tf.reshape(y_pred, [-1, 1]) > self.thresholds[None, :], tf.float32)
-    for variable, value in ((self.tp, label * above), (self.fp, (1 - label) * above),
-                            (self.tn, (1 - label) * (1 - above)),
-                            (self.fn, label * (1 - above))):
-      self.updates.append(tf.compat.v1.assign_add(
-          variable, tf.reduce_sum(value * weights, axis=0)))
-
-
-class Precision(_Confusion):
-  """tp / (tp + fp) at `threshold`, as `tf.keras.metrics.Precision`."""
-
-  def __init__(self, name, threshold=0.5):
-    super().__init__(name, [threshold])
-
-  def result(self):
-    return tf.math.divide_no_nan(self.tp, self.tp + self.fp)[0]
-
-
-class Recall(_Confusion):
-  """tp / (tp + fn) at `threshold`, as `tf.keras.metrics.Recall`."""
-
-  def __init__(self, name, threshold=0.5):
-    super().__init__(name, [threshold])
-
-  def result(self):
-    return tf.math.divide_no_nan(self.tp, self.tp + self.fn)[0]
-
-
-class AUC(_Confusion):
-  """The area under the ROC or PR curve, as `tf.keras.metrics.AUC` computed it:
-  200 thresholds, trapezoids for ROC, Davis & Goadrich's interpolation for PR."""
-
-  def __init__(self, name, curve='ROC', num_thresholds=200):
-    inner = [(i + 1) / (num_thresholds - 1) for i in range(num_thresholds - 2)]
-    super().__init__(name, [-1e-7] + inner + [1.0 + 1e-7])
-    self._curve = curve
-
-  def result(self):
-    tp, fp, tn, fn = self.tp, self.fp, self.tn, self.fn
-    if self._curve == 'PR':
-      dtp = tp[:-1] - tp[1:]
-      p = tp + fp
-      dp = p[:-1] - p[1:]
-      slope = tf.math.divide_no_nan(dtp, tf.maximum(dp, 0))
-      intercept = tp[1:] - slope * p[1:]
-      ratio = tf.where(tf.logical_and(p[:-1] > 0, p[1:] > 0),
-                       tf.math.divide_no_nan(p[:-1], tf.maximum(p[1:], 0)),
-                       tf.ones_like(p[1:]))
-      return tf.reduce_sum(tf.math.divide_no_nan(
-          slope * (dtp + intercept * tf.math.log(ratio)), tf.maximum(tp[1:] + fn[1:], 0)))
-    recall = tf.math.divide_no_nan(tp, tp + fn)
-    fp_rate = tf.math.divide_no_nan(fp, fp + tn)
-    return tf.reduce_sum((fp_rate[:-1] - fp_rate[1:]) * (recall[:-1] + recall[1:]) / 2.)
-
-
-def _eval_metric_ops(metrics):
-  """EstimatorSpec's `(value, update_op)` pairs of graph metrics."""
-  return {key: (metric.result(), tf.group(*metric.updates))
-          for key, metric in metrics.items()}
 
 
 # ---- shared checks and pieces ----
@@ -408,7 +259,7 @@ def _class_string_lookup(class_ids, label_vocabulary):
   return table.lookup(class_ids)
 
 
-def _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss):
+def train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss):
   """TF 2.15's train op: the optimizer's (counting the global step) or
   `train_op_fn`'s, then the update ops, under the root `training` scope."""
   if update_ops is not None and not isinstance(update_ops, (list, tuple)):
@@ -423,17 +274,17 @@ def _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss):
       if not isinstance(trainable_variables, (list, tuple)):
         raise ValueError(f'trainable_variables should be a list or a tuple of the '
                          f'variables to train; given {trainable_variables!r}.')
-      train_op = optimizers.minimize(
+      op = optimizers.minimize(
           optimizers.get_optimizer(optimizer), loss, list(trainable_variables),
           global_step=tf.compat.v1.train.get_or_create_global_step())
     else:
-      train_op = train_op_fn(loss)
+      op = train_op_fn(loss)
     if update_ops:
-      train_op = tf.group(train_op, *update_ops)
-    return train_op
+      op = tf.group(op, *update_ops)
+    return op
 
 
-def _summaries(loss, regularization_losses, summary_key):
+def summaries(loss, regularization_losses, summary_key):
   with tf.compat.v1.name_scope(None):
     tf.compat.v1.summary.scalar(summary_key(MetricKeys.LOSS), loss)
     if regularization_losses is not None:
@@ -473,7 +324,7 @@ class Head:
       logits = _check_logits(logits, self.logits_dimension)
       labels = self._processed_labels(logits, labels)
       unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-      loss = _reduce_loss(unweighted, weights, _REDUCTIONS[self._loss_reduction])
+      loss = _reduce_loss(unweighted, weights, REDUCTIONS[self._loss_reduction])
       if regularization_losses is not None:
         loss += tf.math.add_n(regularization_losses)
       return loss
@@ -486,7 +337,7 @@ class Head:
   def _regularization_metric(self, metrics, regularization_losses):
     if regularization_losses is not None:
       key = self._summary_key(MetricKeys.LOSS_REGULARIZATION)
-      metrics[key] = Mean(key)
+      metrics[key] = metrics_lib.Mean(key)
     return metrics
 
   def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None,
@@ -519,11 +370,11 @@ class Head:
         metrics = self.update_metrics(self.metrics(regularization_losses), features,
                                       logits, labels, regularization_losses)
         return EstimatorSpec(mode, predictions=predictions, loss=loss,
-                             eval_metric_ops=_eval_metric_ops(metrics))
-      train_op = _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
-    _summaries(loss, regularization_losses, self._summary_key)
+                             eval_metric_ops=metrics_lib.eval_metric_ops(metrics))
+      op = train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
+    summaries(loss, regularization_losses, self._summary_key)
     return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=loss,
-                         train_op=train_op)
+                         train_op=op)
 
 
 class _ClassHead(Head):
@@ -562,6 +413,18 @@ class _ClassHead(Head):
       predictions[PredictionKeys.ALL_CLASSES] = _all_classes(
           class_logits, self._n_classes, self._label_vocabulary)
     return predictions
+
+
+def _threshold_metrics(thresholds, summary_key):
+  """Accuracy, precision and recall at each extra threshold, by key."""
+  metrics = {}
+  for threshold in thresholds:
+    for key, metric in ((MetricKeys.ACCURACY_AT_THRESHOLD, metrics_lib.Accuracy),
+                        (MetricKeys.PRECISION_AT_THRESHOLD, metrics_lib.Precision),
+                        (MetricKeys.RECALL_AT_THRESHOLD, metrics_lib.Recall)):
+      metrics[summary_key(key % threshold)] = metric(summary_key(key % threshold),
+                                                     threshold)
+  return metrics
 
 
 def _prediction_keys(keys, valid):
@@ -638,21 +501,18 @@ class BinaryClassHead(_ClassHead):
   def metrics(self, regularization_losses=None):
     """The metric objects of `evaluate()`, by key."""
     k = self._summary_key
-    label_mean = Mean(k(MetricKeys.LABEL_MEAN))
-    metrics = {k(MetricKeys.LOSS_MEAN): Mean(k(MetricKeys.LOSS_MEAN)),
-               k(MetricKeys.ACCURACY): Accuracy(k(MetricKeys.ACCURACY)),
-               k(MetricKeys.PRECISION): Precision(k(MetricKeys.PRECISION)),
-               k(MetricKeys.RECALL): Recall(k(MetricKeys.RECALL)),
-               k(MetricKeys.PREDICTION_MEAN): Mean(k(MetricKeys.PREDICTION_MEAN)),
-               k(MetricKeys.LABEL_MEAN): label_mean,
-               k(MetricKeys.ACCURACY_BASELINE): _AccuracyBaseline(label_mean),
-               k(MetricKeys.AUC): AUC(k(MetricKeys.AUC)),
-               k(MetricKeys.AUC_PR): AUC(k(MetricKeys.AUC_PR), curve='PR')}
-    for threshold in self._thresholds:
-      for key, metric in ((MetricKeys.ACCURACY_AT_THRESHOLD, Accuracy),
-                          (MetricKeys.PRECISION_AT_THRESHOLD, Precision),
-                          (MetricKeys.RECALL_AT_THRESHOLD, Recall)):
-        metrics[k(key % threshold)] = metric(k(key % threshold), threshold)
+    label_mean = metrics_lib.Mean(k(MetricKeys.LABEL_MEAN))
+    metrics = {k(key): metric(k(key)) for key, metric in (
+        (MetricKeys.LOSS_MEAN, metrics_lib.Mean),
+        (MetricKeys.ACCURACY, metrics_lib.Accuracy),
+        (MetricKeys.PRECISION, metrics_lib.Precision),
+        (MetricKeys.RECALL, metrics_lib.Recall),
+        (MetricKeys.PREDICTION_MEAN, metrics_lib.Mean))}
+    metrics[k(MetricKeys.LABEL_MEAN)] = label_mean
+    metrics[k(MetricKeys.ACCURACY_BASELINE)] = metrics_lib.AccuracyBaseline(label_mean)
+    metrics[k(MetricKeys.AUC)] = metrics_lib.AUC(k(MetricKeys.AUC))
+    metrics[k(MetricKeys.AUC_PR)] = metrics_lib.AUC(k(MetricKeys.AUC_PR), curve='PR')
+    metrics.update(_threshold_metrics(self._thresholds, k))
     return self._regularization_metric(metrics, regularization_losses)
 
   def update_metrics(self, eval_metrics, features, logits, labels,
@@ -748,8 +608,8 @@ class MultiClassHead(_ClassHead):
   def metrics(self, regularization_losses=None):
     """The metric objects of `evaluate()`, by key."""
     k = self._summary_key
-    metrics = {k(MetricKeys.LOSS_MEAN): Mean(k(MetricKeys.LOSS_MEAN)),
-               k(MetricKeys.ACCURACY): Accuracy(k(MetricKeys.ACCURACY))}
+    metrics = {k(MetricKeys.LOSS_MEAN): metrics_lib.Mean(k(MetricKeys.LOSS_MEAN)),
+               k(MetricKeys.ACCURACY): metrics_lib.Accuracy(k(MetricKeys.ACCURACY))}
     return self._regularization_metric(metrics, regularization_losses)
 
   def update_metrics(self, eval_metrics, features, logits, labels,
@@ -880,24 +740,20 @@ class MultiLabelHead(Head):
   def metrics(self, regularization_losses=None):
     """The metric objects of `evaluate()`, by key."""
     k = self._summary_key
-    metrics = {k(MetricKeys.LOSS_MEAN): Mean(k(MetricKeys.LOSS_MEAN)),
-               k(MetricKeys.AUC): AUC(k(MetricKeys.AUC)),
-               k(MetricKeys.AUC_PR): AUC(k(MetricKeys.AUC_PR), curve='PR')}
+    metrics = {k(MetricKeys.LOSS_MEAN): metrics_lib.Mean(k(MetricKeys.LOSS_MEAN)),
+               k(MetricKeys.AUC): metrics_lib.AUC(k(MetricKeys.AUC)),
+               k(MetricKeys.AUC_PR): metrics_lib.AUC(k(MetricKeys.AUC_PR), curve='PR')}
     self._regularization_metric(metrics, regularization_losses)
-    for threshold in self._thresholds:
-      for key, metric in ((MetricKeys.ACCURACY_AT_THRESHOLD, Accuracy),
-                          (MetricKeys.PRECISION_AT_THRESHOLD, Precision),
-                          (MetricKeys.RECALL_AT_THRESHOLD, Recall)):
-        metrics[k(key % threshold)] = metric(k(key % threshold), threshold)
+    metrics.update(_threshold_metrics(self._thresholds, k))
     for class_id in self._classes:
       key = self._class_key(MetricKeys.PROBABILITY_MEAN_AT_CLASS,
                             MetricKeys.PROBABILITY_MEAN_AT_NAME, class_id)
-      metrics[key] = Mean(key)
+      metrics[key] = metrics_lib.Mean(key)
       key = self._class_key(MetricKeys.AUC_AT_CLASS, MetricKeys.AUC_AT_NAME, class_id)
-      metrics[key] = AUC(key)
+      metrics[key] = metrics_lib.AUC(key)
       key = self._class_key(MetricKeys.AUC_PR_AT_CLASS, MetricKeys.AUC_PR_AT_NAME,
                             class_id)
-      metrics[key] = AUC(key, curve='PR')
+      metrics[key] = metrics_lib.AUC(key, curve='PR')
     return metrics
 
   def update_metrics(self, eval_metrics, features, logits, labels,
@@ -995,7 +851,7 @@ class RegressionHead(Head):
   def metrics(self, regularization_losses=None):
     """The metric objects of `evaluate()`, by key."""
     k = self._summary_key
-    metrics = {k(key): Mean(k(key)) for key in (
+    metrics = {k(key): metrics_lib.Mean(k(key)) for key in (
         MetricKeys.LOSS_MEAN, MetricKeys.PREDICTION_MEAN, MetricKeys.LABEL_MEAN)}
     return self._regularization_metric(metrics, regularization_losses)
 
@@ -1048,152 +904,6 @@ class LogisticRegressionHead(RegressionHead):
   def _logistic_loss(self, labels, logits):
     labels = _check_label_range(labels, 2, 'Labels must be in range [0, 1]')
     return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-
-
-class MultiHead(Head):
-  """Several named heads on one model: `tf.estimator.MultiHead`.
-
-  The logits are split among the heads in order (or given as a dict by head
-  name); labels are a dict by head name; the loss is the (weighted) sum of the
-  heads' losses; predictions are keyed `(head_name, key)`.
-
-  Args:
-    heads: Heads, each with a `name`.
-    head_weights: A weight per head for the loss.
-
-  Raises:
-    ValueError: no heads, a head without a name, or weights that do not match.
-  """
-
-  def __init__(self, heads, head_weights=None):
-    if not heads:
-      raise ValueError(f'Must specify heads. Given: {heads!r}')
-    if head_weights and len(head_weights) != len(heads):
-      raise ValueError(f'heads and head_weights must have the same size. Given '
-                       f'len(heads): {len(heads)}. Given len(head_weights): '
-                       f'{len(head_weights)}.')
-    for head in heads:
-      if head.name is None:
-        raise ValueError(f'All given heads must have name specified. Given: {head!r}')
-    self._heads = tuple(heads)
-    self._head_weights = tuple(head_weights or ())
-    self._name = '_'.join(h.name for h in self._heads)
-
-  @property
-  def logits_dimension(self):
-    return sum(h.logits_dimension for h in self._heads)
-
-  @property
-  def loss_reduction(self):
-    reductions = {_REDUCTIONS[h.loss_reduction] for h in self._heads}
-    if len(reductions) > 1:
-      raise ValueError(f'The loss_reduction must be the same for different heads. '
-                       f'Given: {[h.loss_reduction for h in self._heads]}')
-    return self._heads[0].loss_reduction
-
-  def _logits_by_head(self, logits, labels=None):
-    names = [h.name for h in self._heads]
-    if labels is not None:
-      if not isinstance(labels, dict):
-        raise ValueError(f'labels must be a dict by head name {names}. Given: {labels!r}')
-      missing = sorted(set(names) - set(labels))
-      if missing:
-        raise ValueError(f'labels has missing values for head(s): {missing}')
-    if isinstance(logits, dict):
-      missing = sorted(set(names) - set(logits))
-      if missing:
-        raise ValueError(f'logits has missing values for head(s): {missing}')
-      return logits
-    logits = tf.convert_to_tensor(logits)
-    dimensions = [h.logits_dimension for h in self._heads]
-    if logits.shape[-1] is not None and logits.shape[-1] != sum(dimensions):
-      raise ValueError(f'Could not split logits of shape {logits.shape} among the heads '
-                       f'with logits dimensions {dimensions}: the last dimension should '
-                       f'be {sum(dimensions)}.')
-    with tf.compat.v1.name_scope('split_logits'):
-      return dict(zip(names, tf.split(logits, dimensions, axis=-1)))
-
-  def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
-    """The sum of the heads' losses (times `head_weights`), plus regularization."""
-    by_head = self._logits_by_head(logits, labels)
-    losses = [h.loss(labels[h.name], by_head[h.name], features, mode)
-              for h in self._heads]
-    with tf.compat.v1.name_scope('merge_losses'):
-      if self._head_weights:
-        losses = [loss * weight for loss, weight in zip(losses, self._head_weights)]
-      loss = tf.math.add_n(losses)
-      if regularization_losses is not None:
-        loss += tf.math.add_n(regularization_losses)
-      return loss
-
-  def predictions(self, logits, keys=None):
-    """Each head's predictions, keyed `(head_name, key)`."""
-    del keys
-    by_head = self._logits_by_head(logits)
-    with tf.compat.v1.name_scope('merge_pred'):
-      return {(h.name, key): value for h in self._heads
-              for key, value in h.predictions(by_head[h.name]).items()}
-
-  def metrics(self, regularization_losses=None):
-    """`loss/<head>` means (the heads' metrics join in `update_metrics`)."""
-    metrics = {f'{MetricKeys.LOSS}/{h.name}': Mean(f'{MetricKeys.LOSS}/{h.name}')
-               for h in self._heads}
-    if regularization_losses is not None:
-      metrics[MetricKeys.LOSS_REGULARIZATION] = Mean(MetricKeys.LOSS_REGULARIZATION)
-    return metrics
-
-  def update_metrics(self, eval_metrics, features, logits, labels,
-                     regularization_losses=None):
-    """Adds every head's loss and metrics for this batch to `eval_metrics`."""
-    by_head = self._logits_by_head(logits, labels)
-    if regularization_losses is not None:
-      eval_metrics[MetricKeys.LOSS_REGULARIZATION].update_state(
-          tf.math.add_n(regularization_losses))
-    for h in self._heads:
-      eval_metrics[f'{MetricKeys.LOSS}/{h.name}'].update_state(
-          h.loss(labels[h.name], by_head[h.name], features))
-      eval_metrics.update(h.update_metrics(h.metrics(), features, by_head[h.name],
-                                           labels[h.name]))
-    return eval_metrics
-
-  def _merged_export_outputs(self, specs):
-    outputs, merged = {}, {}
-    for i, (h, spec) in enumerate(zip(self._heads, specs)):
-      head_outputs = spec.export_outputs
-      if i == 0:
-        outputs[DEFAULT_SERVING_KEY] = head_outputs[DEFAULT_SERVING_KEY]
-      for key, output in head_outputs.items():
-        outputs[h.name if key == DEFAULT_SERVING_KEY else f'{h.name}/{key}'] = output
-        if key == PREDICT_SERVING_KEY:
-          merged.update({f'{h.name}/{k}': v for k, v in output.outputs.items()})
-    outputs[PREDICT_SERVING_KEY] = export_lib.PredictOutput(merged)
-    return outputs
-
-  def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None,
-                            trainable_variables=None, train_op_fn=None, update_ops=None,
-                            regularization_losses=None):
-    """The EstimatorSpec of `mode`; see `Head.create_estimator_spec`."""
-    with tf.compat.v1.name_scope(self._name, 'multi_head'):
-      by_head = self._logits_by_head(logits, labels)
-      # Each head's own spec, as TF 2.15 made them: their export outputs serve,
-      # and in training their summaries ('loss/<head>') and 'training' scopes.
-      specs = [h.create_estimator_spec(
-          features, mode, by_head[h.name], labels[h.name] if labels else None,
-          train_op_fn=lambda _: tf.no_op()) for h in self._heads]
-      predictions = self.predictions(logits)
-      if mode == ModeKeys.PREDICT:
-        return EstimatorSpec(mode, predictions=predictions,
-                             export_outputs=self._merged_export_outputs(specs))
-      loss = self.loss(labels, logits, features, mode, regularization_losses)
-      if mode == ModeKeys.EVAL:
-        metrics = self.update_metrics(self.metrics(regularization_losses), features,
-                                      logits, labels, regularization_losses)
-        return EstimatorSpec(mode, predictions=predictions, loss=loss,
-                             eval_metric_ops=_eval_metric_ops(metrics))
-      train_op = _train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
-    _summaries(loss, regularization_losses, lambda key: key)
-    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=loss,
-                         train_op=train_op)
 
 
 def binary_or_multi_class_head(n_classes, weight_column, label_vocabulary,

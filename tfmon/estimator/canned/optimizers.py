@@ -77,7 +77,8 @@ def get_optimizer(optimizer, learning_rate=None):
   if callable(optimizer) and not hasattr(optimizer, 'get_config'):
     return get_optimizer(optimizer(), learning_rate)
   if hasattr(optimizer, 'get_config'):
-    return _from_keras(optimizer)
+    with tf.init_scope():  # a Keras 3 optimizer reads its settings eagerly
+      return _from_keras(optimizer)
   raise ValueError(f'optimizer={optimizer!r} is not an optimizer: give one of '
                    f'{tuple(sorted(_NAMES))}, a tf.keras optimizer instance, or a '
                    'callable returning one.')
