@@ -19,6 +19,7 @@ import inspect
 import os
 import re
 import sys
+import time
 import weakref
 
 from tfmon import tf_logging as logging
@@ -769,10 +770,37 @@ def _write_state(checkpoint_dir, latest, candidates):
   paths = sorted(older, key=_step_and_mtime) + [latest]
   # TensorFlow's own writer: a temporary file renamed over the state file.
   tf.compat.v1.train.update_checkpoint_state(
-      checkpoint_dir, latest, all_model_checkpoint_paths=paths)
+      checkpoint_dir, latest, all_model_checkpoint_paths=paths,
+      **_timestamps(paths))
   state_path = os.path.join(checkpoint_dir, _STATE_FILE)
   logging.warning('The checkpoint state file %s now names %s, the newest good '
                   'checkpoint.', state_path, latest)
+
+
+def _timestamps(paths):
+  """The state file's timestamps for `paths`: their files' times, and a
+  preserved time before them, so CheckpointManager keeps managing them."""
+  times = [_step_and_mtime(path)[1] / 1e9 or time.time() for path in paths]
+  return {'all_model_checkpoint_timestamps': times,
+          'last_preserved_timestamp': min(times, default=0.) - 1.}
+
+
+def _time_tf1_state(directory):
+  """Adds timestamps to a state file TF1's Saver wrote (it wrote none).
+
+  CheckpointManager keeps managing only the checkpoints whose timestamps are
+  newer than the state's preserved time, so a TF1 directory's older
+  checkpoints would drop out of the state file at tfmon's first save, and stay
+  on disk for good; TF1's Saver continuing it kept them.
+  """
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None or state.all_model_checkpoint_timestamps:
+    return
+  paths = list(state.all_model_checkpoint_paths)
+  if paths:
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, state.model_checkpoint_path, all_model_checkpoint_paths=paths,
+        **_timestamps(paths))
 
 
 class CheckpointWriter:
@@ -798,6 +826,8 @@ class CheckpointWriter:
 
   def __init__(self, checkpoint, manager=None, directory=None, basename='model.ckpt',
                max_to_keep=5, keep_checkpoint_every_n_hours=None):
+    if manager is None and directory is not None:
+      _time_tf1_state(directory)
     self.manager = manager or tf.train.CheckpointManager(
         checkpoint, directory=directory, max_to_keep=max_to_keep,
         keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,

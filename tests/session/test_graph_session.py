@@ -217,3 +217,23 @@ def test_import_meta_graph_users_restore_a_captured_graphs_checkpoint(tmp_path):
           ['emb/part_0/Read/ReadVariableOp:0', 'emb/part_1/Read/ReadVariableOp:0']))
   assert value == pytest.approx(expected, rel=1e-6)
   np.testing.assert_array_equal(restored_whole, whole)
+
+
+def test_continuing_a_tf1_directory_keeps_and_sweeps_its_checkpoints_as_tf1_did(tmp_path):
+  # TF1's state file has no timestamps, for which CheckpointManager would drop
+  # TF1's checkpoints from it (and never delete their files).
+  directory = str(tmp_path)
+  for graph_class, session_class, last_step in (
+      (tf.Graph, tf.compat.v1.train.MonitoredTrainingSession, 4),
+      (tfmon.Graph, tfmon.train.MonitoredTrainingSession, 10)):
+    with graph_class().as_default():
+      _, train_op, feeds = _regression()
+      with session_class(checkpoint_dir=directory, save_checkpoint_steps=2,
+                         save_summaries_steps=None,
+                         hooks=[tf.compat.v1.train.StopAtStepHook(last_step=last_step)]) as sess:
+        while not sess.should_stop():
+          sess.run(train_op, feed_dict=feeds)
+  state = tf.train.get_checkpoint_state(directory)
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+      f'model.ckpt-{step}' for step in (2, 4, 6, 8, 10)]
+  assert not [name for name in os.listdir(directory) if name.startswith('model.ckpt-0.')]
