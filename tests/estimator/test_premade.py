@@ -254,3 +254,29 @@ def test_a_v1_optimizer_and_an_optimizer_factory_train(tmp_path):
     names = model.get_variable_names()
     assert 'linear/linear_model/x1/weights' in names
     assert any(n.startswith('training/Adam/') for n in names) == (i == 1)
+    assert 'iteration' not in names  # no Keras 3 optimizer variable in the graph
+
+
+def test_a_head_in_a_model_fn_takes_sparse_string_labels(tmp_path):
+  head = canned.MultiLabelHead(3, label_vocabulary=['a', 'b', 'c'], thresholds=[0.5])
+
+  def model_fn(features, labels, mode):
+    weights = tf.compat.v1.get_variable('w', [1, 3])
+    return head.create_estimator_spec(
+        features, mode, tf.matmul(features['x'], weights), labels,
+        optimizer=tf.keras.optimizers.Adagrad(0.1), trainable_variables=[weights])
+
+  def input_fn():
+    labels = tf.SparseTensor(indices=[[0, 0], [1, 0], [1, 1]], values=['a', 'b', 'c'],
+                             dense_shape=[2, 2])
+    return {'x': tf.constant([[1.0], [2.0]])}, labels
+
+  model = estimator.Estimator(model_fn, str(tmp_path))
+  model.train(input_fn, steps=3)
+  assert {'training/Adagrad/w/accumulator', 'w'} <= set(model.get_variable_names())
+  results = model.evaluate(input_fn, steps=1)
+  assert sorted(results) == [
+      'accuracy/positive_threshold_0.5', 'auc', 'auc_precision_recall', 'average_loss',
+      'global_step', 'loss', 'precision/positive_threshold_0.5',
+      'recall/positive_threshold_0.5']
+  assert results['recall/positive_threshold_0.5'] == pytest.approx(1 / 3)

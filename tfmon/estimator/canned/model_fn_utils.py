@@ -59,14 +59,17 @@ def optimizer_factory(optimizer, learning_rate):
   """A function making the optimizer of one model_fn call.
 
   Names and Keras instances are resolved now, so a bad one fails at
-  construction; a callable is called in each graph, as TF called it.
+  construction. A callable is called now too: one returning a Keras optimizer
+  is resolved once (made inside a model_fn's graph, a Keras 3 optimizer's own
+  variables would join the checkpoint); one returning a
+  `tf.compat.v1.train.Optimizer` is called again in each graph, as TF called it.
   """
   if callable(optimizer) and not hasattr(optimizer, 'get_config') and not isinstance(
       optimizer, (optimizers.GraphOptimizer, tf.compat.v1.train.Optimizer)):
-    def make():
-      with tf.init_scope():  # a Keras optimizer is built (and read) eagerly
-        return optimizers.get_optimizer(optimizer(), learning_rate)
-    return make
+    made = optimizer()
+    if isinstance(made, tf.compat.v1.train.Optimizer):
+      return lambda: optimizers.get_optimizer(optimizer(), learning_rate)
+    optimizer = made
   resolved = optimizers.get_optimizer(optimizer, learning_rate)
   return lambda: resolved
 
