@@ -259,12 +259,13 @@ def test_a_v1_optimizer_and_an_optimizer_factory_train(tmp_path):
 
 def test_a_head_in_a_model_fn_takes_sparse_string_labels(tmp_path):
   head = canned.MultiLabelHead(3, label_vocabulary=['a', 'b', 'c'], thresholds=[0.5])
+  optimizer = tf.keras.optimizers.Adagrad(0.1)  # its settings; tfmon's graph applies them
 
   def model_fn(features, labels, mode):
     weights = tf.compat.v1.get_variable('w', [1, 3])
     return head.create_estimator_spec(
         features, mode, tf.matmul(features['x'], weights), labels,
-        optimizer=tf.keras.optimizers.Adagrad(0.1), trainable_variables=[weights])
+        optimizer=optimizer, trainable_variables=[weights])
 
   def input_fn():
     labels = tf.SparseTensor(indices=[[0, 0], [1, 0], [1, 1]], values=['a', 'b', 'c'],
