@@ -40,6 +40,7 @@ call: its value when the run starts.
 
 import atexit
 import difflib
+import threading
 import weakref
 
 import numpy as np
@@ -128,6 +129,7 @@ class GraphCall:
       self._record = {False: tf.constant(False), True: tf.constant(True)}
     _open_calls.add(self)
     self.functions_built = 0
+    self._building = threading.Lock()  # held while a function is found or built
 
   def close(self):
     """Releases the functions and the iterators' resources made for the runs.
@@ -168,7 +170,10 @@ class GraphCall:
     function = plan.function
     if (function is None and (plan.tensors or plan.operations)) or (
         function is not None and function.retired):
-      function = plan.function = self._function_for(plan, [t for t, _ in feeds])
+      # One thread builds, the others find its function: a queue runner's
+      # threads all run the same enqueue op at once.
+      with self._building:
+        function = plan.function = self._function_for(plan, [t for t, _ in feeds])
     before = [leaf.numpy() if kind == _VARIABLE else None
               for leaf, kind in zip(flat, plan.kinds)]
     outputs = None
