@@ -82,3 +82,24 @@ def test_a_session_closed_early_stops_its_queue_runner_threads(tmp_path):
       sess.run(images)
       assert threading.active_count() > before
   assert threading.active_count() == before
+
+
+def test_a_queue_runners_threads_share_one_function(tmp_path):
+  # Sixteen threads run one enqueue op at once: one of them prunes its function
+  # from the graph (0.2 s on the CIFAR-10 tutorial's), the others use it.
+  from tfmon.compiled import graph_call  # pylint: disable=import-outside-toplevel
+  paths = _write_records(str(tmp_path))
+  with tfmon.Graph().as_default():
+    filenames = tf.compat.v1.train.string_input_producer(paths, shuffle=False)
+    _, value = tf.compat.v1.FixedLengthRecordReader(record_bytes=_RECORD_BYTES).read(
+        filenames)
+    record = tf.reshape(tf.io.decode_raw(value, tf.uint8), [_RECORD_BYTES])
+    batch = tf.compat.v1.train.shuffle_batch(
+        [record], batch_size=4, num_threads=16,
+        capacity=40, min_after_dequeue=8)
+    with tfmon.train.MonitoredSession() as sess:
+      for _ in range(3):
+        assert sess.run(batch).shape == (4, _RECORD_BYTES)
+      built = sum(call.functions_built for call in graph_call._open_calls)  # pylint: disable=protected-access
+  # The batch's, the file names' enqueue, the shuffle queue's enqueue.
+  assert built <= 3
