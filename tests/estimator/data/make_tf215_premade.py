@@ -137,6 +137,13 @@ def cases(estimator, keras_optimizers, run_config):
       'dnn_classifier_dropout': case(estimator.DNNClassifier, 'binary', hidden_units=[5],
                                      feature_columns=dense, dropout=0.4,
                                      optimizer='Ftrl'),
+      'dnn_classifier_momentum': case(
+          estimator.DNNClassifier, 'binary', hidden_units=[3], feature_columns=dense,
+          optimizer=keras_optimizers.SGD(learning_rate=0.1, momentum=0.9, nesterov=True)),
+      'linear_classifier_rmsprop_momentum': case(
+          estimator.LinearClassifier, 'binary', feature_columns=wide,
+          optimizer=keras_optimizers.RMSprop(learning_rate=0.05, momentum=0.5,
+                                             centered=True)),
       'dnn_estimator_multi_head': case(
           estimator.DNNEstimator, 'multi_head',
           head=estimator.MultiHead([estimator.BinaryClassHead(name='clicked'),

@@ -106,9 +106,11 @@ def _from_keras(optimizer):
         '(a schedule needs a model_fn).')
   settings = {k: config[k] for k in _DEFAULTS[kind] if k in config}
   name = config.get('name')
-  # Keras 3 names instances 'adagrad', 'adagrad_1', ...; TF 2.15's variables
-  # used Keras 2's name, the class name.
-  if not name or re.fullmatch(f'{kind.lower()}(_[0-9]+)?', name):
+  # Keras 3 names instances after their class in snake case, numbered
+  # ('adagrad_1', 'rm_sprop'); TF 2.15's variables used Keras 2's, the class name.
+  snake = re.sub('(.)([A-Z][a-z]+)', r'\1_\2', type(optimizer).__name__)
+  snake = re.sub('([a-z])([A-Z])', r'\1_\2', snake).lower()  # Keras' to_snake_case
+  if not name or re.sub(r'_[0-9]+$', '', name).lower() in (kind.lower(), snake):
     name = kind
   return GraphOptimizer(kind, name=name, decay=config.get('decay') or 0.0, **settings)
 
@@ -216,9 +218,9 @@ class GraphOptimizer:
     """One update of `var`: Keras 2's kernels, sparse ones for IndexedSlices."""
     s = self.settings
     sparse = isinstance(grad, tf.IndexedSlices)
-    if sparse and (self.kind in ('Adagrad', 'Ftrl') or (self.kind == 'SGD' and not slots)):
-      values, indices = _deduplicate(grad)
-    elif sparse:  # Keras 2's rule touched every row anyway: apply it densely
+    if sparse and (self.kind in ('Adagrad', 'Ftrl', 'SGD') or 'momentum' in slots):
+      values, indices = _deduplicate(grad)  # Keras 2 updated the given rows only
+    elif sparse:  # Adam and momentum-free RMSprop updated every row anyway
       grad, sparse = tf.convert_to_tensor(grad), False
     raw = tf.raw_ops
     if self.kind == 'Adagrad':
@@ -245,9 +247,11 @@ class GraphOptimizer:
           grad=grad, **args)
     if self.kind == 'SGD':
       if 'momentum' in slots:
-        return raw.ResourceApplyKerasMomentum(
-            var=var.handle, accum=slots['momentum'].handle, lr=lr, grad=grad,
-            momentum=hypers['momentum'], use_nesterov=bool(s['nesterov']))
+        args = dict(var=var.handle, accum=slots['momentum'].handle, lr=lr,
+                    momentum=hypers['momentum'], use_nesterov=bool(s['nesterov']))
+        if sparse:
+          return raw.ResourceSparseApplyKerasMomentum(grad=values, indices=indices, **args)
+        return raw.ResourceApplyKerasMomentum(grad=grad, **args)
       if sparse:
         return raw.ResourceScatterAdd(resource=var.handle, indices=indices,
                                       updates=-values * lr)
@@ -267,10 +271,13 @@ class GraphOptimizer:
     rho, rms = hypers['rho'], slots['rms']
     if 'momentum' in slots:
       args = dict(var=var.handle, ms=rms.handle, mom=slots['momentum'].handle, lr=lr,
-                  rho=rho, momentum=hypers['momentum'], epsilon=eps, grad=grad)
+                  rho=rho, momentum=hypers['momentum'], epsilon=eps)
+      args.update(dict(grad=values, indices=indices) if sparse else dict(grad=grad))
       if 'mg' in slots:
-        return raw.ResourceApplyCenteredRMSProp(mg=slots['mg'].handle, **args)
-      return raw.ResourceApplyRMSProp(**args)
+        return (raw.ResourceSparseApplyCenteredRMSProp if sparse else
+                raw.ResourceApplyCenteredRMSProp)(mg=slots['mg'].handle, **args)
+      return (raw.ResourceSparseApplyRMSProp if sparse else raw.ResourceApplyRMSProp)(
+          **args)
     rms_t = tf.compat.v1.assign(rms, rho * rms + (1. - rho) * tf.square(grad))
     denominator = rms_t
     if 'mg' in slots:
