@@ -159,7 +159,7 @@ class HookedSession(WrappedSession):
     outputs, global_step_after = self._sess.run_counting(
         all_fetches, feed_dict, schedule.global_step,
         schedule.value if known else None)
-    if schedule.hooks_due:
+    if schedule.hooks_due or global_step_after is None:
       global_step_after = int(schedule.global_step.numpy())
     return outputs, global_step_after, steps
 

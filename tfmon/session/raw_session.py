@@ -193,13 +193,14 @@ class RawSession(tf_internals.SessionInterface):
     """Runs like `run`, and returns `(results, global_step_after)`.
 
     `value_before` is the global step before the call, or None if not known;
-    see CallCompiler.run_counting.
+    see CallCompiler.run_counting. A run of a captured graph counts nothing:
+    its global step after is None, for the caller to read.
     """
     self._check_open()  # HookedSession.run, the caller, required eager
     if self._graph_call is not None:
       results = self._run_graph(fetches, feed_dict)
       if results is not graph_call.STEP_FUNCTIONS:
-        return results, int(global_step.numpy())
+        return results, None
     self.calls_run += 1
     return self._compiler.run_counting(fetches, feed_dict, global_step,
                                        value_before)
