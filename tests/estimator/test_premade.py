@@ -262,22 +262,26 @@ def test_a_head_in_a_model_fn_takes_sparse_string_labels(tmp_path):
   optimizer = tf.keras.optimizers.Adagrad(0.1)  # its settings; tfmon's graph applies them
 
   def model_fn(features, labels, mode):
-    weights = tf.compat.v1.get_variable('w', [1, 3])
+    weights = tf.compat.v1.get_variable('w', [1, 3], initializer=tf.zeros_initializer())
     return head.create_estimator_spec(
         features, mode, tf.matmul(features['x'], weights), labels,
         optimizer=optimizer, trainable_variables=[weights])
 
-  def input_fn():
+  def input_fn():  # example 0 is 'a', example 1 'b' and 'c'
     labels = tf.SparseTensor(indices=[[0, 0], [1, 0], [1, 1]], values=['a', 'b', 'c'],
                              dense_shape=[2, 2])
     return {'x': tf.constant([[1.0], [2.0]])}, labels
 
   model = estimator.Estimator(model_fn, str(tmp_path))
-  model.train(input_fn, steps=3)
-  assert {'training/Adagrad/w/accumulator', 'w'} <= set(model.get_variable_names())
+  # Untrained, every probability is 0.5: 3 of the 6 labels are on.
   results = model.evaluate(input_fn, steps=1)
   assert sorted(results) == [
       'accuracy/positive_threshold_0.5', 'auc', 'auc_precision_recall', 'average_loss',
       'global_step', 'loss', 'precision/positive_threshold_0.5',
       'recall/positive_threshold_0.5']
-  assert results['recall/positive_threshold_0.5'] == pytest.approx(1 / 3)
+  assert results['accuracy/positive_threshold_0.5'] == pytest.approx(0.5)
+  assert results['average_loss'] == pytest.approx(np.log(2.0))
+  assert results['auc'] == pytest.approx(0.5)
+  model.train(input_fn, steps=3)
+  assert {'training/Adagrad/w/accumulator', 'w'} <= set(model.get_variable_names())
+  assert model.evaluate(input_fn, steps=1)['average_loss'] < np.log(2.0)
