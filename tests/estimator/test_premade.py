@@ -91,7 +91,19 @@ def _evaluate_and_predict(model, name):
           plain(list(model.predict(reference.input_fn(kind, keys, with_labels=False)))))
 
 
-@pytest.mark.parametrize('name', sorted(_reference().cases(
+# One case of each estimator and optimizer kind runs by default; the other
+# variants (heads, optimizer settings, dropout) are `slow`, to keep this file fast.
+_QUICK = ('dnn_classifier', 'dnn_classifier_vocabulary', 'dnn_regressor',
+          'linear_classifier', 'linear_regressor', 'dnn_linear_combined_classifier',
+          'baseline_classifier', 'dnn_estimator_multi_head')
+
+
+def _by_speed(names):
+  return [name if name in _QUICK else pytest.param(name, marks=pytest.mark.slow)
+          for name in sorted(names)]
+
+
+@pytest.mark.parametrize('name', _by_speed(_reference().cases(
     canned, tf.keras.optimizers, estimator.RunConfig)))
 def test_a_premade_estimator_trains_evaluates_and_predicts_as_tf215(name, tmp_path):
   recorded = _recorded()[name]
@@ -161,8 +173,9 @@ def _examples(keys=None):
   return tf.constant(examples)
 
 
-@pytest.mark.parametrize('name', ['dnn_linear_combined_classifier', 'linear_classifier',
-                                  'dnn_regressor', 'dnn_estimator_multi_head'])
+@pytest.mark.parametrize('name', ['dnn_linear_combined_classifier'] + [
+    pytest.param(name, marks=pytest.mark.slow)
+    for name in ('linear_classifier', 'dnn_regressor', 'dnn_estimator_multi_head')])
 def test_an_export_serves_tf215s_signatures(name, tmp_path):
   recorded = _recorded()[name]
   model = _train(name, tmp_path / 'model')
