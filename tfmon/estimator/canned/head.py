@@ -10,6 +10,8 @@ builds, in the model_fn's graph, the predictions (`logits`, `logistic`,
 are metrics.py's; MultiHead is in multi_head.py.
 """
 
+import inspect
+
 import numpy as np
 import tensorflow as tf
 
@@ -79,7 +81,6 @@ def _check_loss_fn(loss_fn):
     return None
   if not callable(loss_fn):
     raise ValueError(f'loss_fn={loss_fn!r} is not callable.')
-  import inspect  # pylint: disable=g-import-not-at-top
   args = set(inspect.signature(loss_fn).parameters)
   missing = sorted({'labels', 'logits'} - args)
   unexpected = sorted(args - {'labels', 'logits', 'features', 'loss_reduction'})
@@ -229,7 +230,6 @@ def _call_loss_fn(loss_fn, labels, logits, features, expected_dimension):
 
 
 def _arguments(fn):
-  import inspect  # pylint: disable=g-import-not-at-top
   return set(inspect.signature(fn).parameters)
 
 
