@@ -15,7 +15,7 @@ run_metadata)` with TF1's fetch and feed forms, `with sess:` making it the
 default session and its graph the default graph (`tensor.eval()`,
 `op.run()`), `as_default()`, `graph`, `graph_def`, `sess_str`,
 `list_devices()`, `make_callable()` (RawSession's), `close()`, and TF1's `Saver.save` and
-`restore` through it. `partial_run` is refused with the fix.
+`restore` through it, from any thread. `partial_run` is refused with the fix.
 """
 
 import tensorflow as tf
@@ -118,11 +118,33 @@ def _tf_session_or_ours(cls, target='', graph=None, config=None):
 
 def let_tf_sessions_run_captured_graphs():
   """Makes `tf.compat.v1.Session(...)` on a tfmon.Graph make a tfmon Session
-  (the module doc); TF's sessions of other graphs are made as before. Called
-  when a tfmon.Graph is first entered."""
+  (the module doc), and TF1's `Saver.save` with such a session save in the
+  graph's mode from any thread (see _save_in_graph_mode); TF's sessions of
+  other graphs are made as before. Called when a tfmon.Graph is first entered."""
   tf_session = tf.compat.v1.Session
   if tf_session.__dict__.get('__new__') is not _new:
     tf_session.__new__ = _new
+  saver = tf.compat.v1.train.Saver
+  if not getattr(saver.save, 'saves_in_graph_mode', False):
+    saver.save = _save_in_graph_mode(saver.save)
 
 
 _new = staticmethod(_tf_session_or_ours)
+
+
+def _save_in_graph_mode(save):
+  """TF1's `Saver.save`, in its session's graph when that is a captured graph.
+
+  TF2 runs a thread eagerly: the save a Supervisor's timer thread makes (tf-slim's
+  `learning.train`) took the Saver's eager path, and the Saver's later saves in
+  the main thread wrote nothing. In the graph, it saves as in the main thread.
+  """
+  def save_in_its_graph(self, sess, *args, **kwargs):
+    graph = getattr(sess, 'graph', None)
+    if isinstance(graph, graph_capture.Graph) and tf.executing_eagerly():
+      with graph.as_default():
+        return save(self, sess, *args, **kwargs)
+    return save(self, sess, *args, **kwargs)
+  save_in_its_graph.saves_in_graph_mode = True
+  save_in_its_graph.__doc__ = save.__doc__
+  return save_in_its_graph
