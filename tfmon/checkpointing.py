@@ -439,7 +439,7 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
       return None
     if self._meta_graph is None or self._meta_graph[0] != graph.version:
       try:
-        meta = meta_graph.tf1_meta_graph_def(graph).SerializeToString()
+        meta = meta_graph.serialized_tf1_meta_graph_def(graph)
       except Exception as e:  # pylint: disable=broad-except
         if self._meta_graph is None:
           logging.warning('Checkpoints are written without the .meta file TF1 '

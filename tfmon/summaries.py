@@ -138,29 +138,39 @@ def write_simple_values(writer, values, step):
   TensorBoard shows them as it shows `tf.summary.scalar`. Written eagerly,
   whatever recording condition is in scope.
   """
-  if failed(writer):
-    return
-  summary = tf.compat.v1.Summary(value=[
+  write_summary(writer, tf.compat.v1.Summary(value=[
       tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
-      for tag, value in values.items()])
-  try:
-    with writer.as_default(), tf.summary.record_if(True):
-      tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
-  except tf.errors.OpError as e:
-    _give_up(writer, e)
+      for tag, value in values.items()]), step)
 
 
-def write_graph_summaries(writer, serialized, step, graph=None):
+def write_graph_summaries(writer, serialized, step, graph=None, meta_graph_def=None):
   """Writes a captured TF1 graph's summaries (a serialized v1 `Summary`, or
-  None), and `graph` for TensorBoard's Graphs tab if given, at `step`."""
+  None) at `step`, and `graph` for TensorBoard's Graphs tab if given; then
+  `meta_graph_def` (serialized) if given, as TF1's FileWriter followed the
+  graph with its MetaGraphDef (`EventAccumulator.MetaGraph()` reads it), both
+  at step 0 as TF1 wrote them."""
   if failed(writer):
     return
   try:
     with writer.as_default(), tf.summary.record_if(True):
       if graph is not None:
         tf.summary.graph(graph)
+      if meta_graph_def is not None:
+        tf_internals.import_event(event_pb2.Event(
+            wall_time=time.time(), step=0, meta_graph_def=meta_graph_def).SerializeToString())
       if serialized:
         tf.summary.experimental.write_raw_pb(serialized, step=step)
+  except tf.errors.OpError as e:
+    _give_up(writer, e)
+
+
+def write_summary(writer, summary, step):
+  """Writes a v1 `Summary` proto at `step` (a failure gives the writer up)."""
+  if failed(writer):
+    return
+  try:
+    with writer.as_default(), tf.summary.record_if(True):
+      tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
   except tf.errors.OpError as e:
     _give_up(writer, e)
 

@@ -58,6 +58,35 @@ def tf1_meta_graph_def(graph):
   return meta
 
 
+def serialized_tf1_meta_graph_def(graph):
+  """`tf1_meta_graph_def(graph)` serialized, made once per version of `graph`:
+  a checkpoint's `.meta` and the `meta_graph_def` event of TensorBoard's event
+  files (TF1's CheckpointSaverHook and FileWriter wrote both) share it.
+
+  Raises:
+    Exception: what made the graph's export fail, at every call for its version.
+  """
+  cached = getattr(graph, '_tfmon_meta_graph', None)
+  if cached is None or cached[0] != graph.version:
+    try:
+      cached = (graph.version, tf1_meta_graph_def(graph).SerializeToString(), None)
+    except Exception as e:  # pylint: disable=broad-except
+      cached = (graph.version, None, e)
+    graph._tfmon_meta_graph = cached  # pylint: disable=protected-access
+  if cached[2] is not None:
+    raise cached[2]
+  return cached[1]
+
+
+def serialized_or_none(graph):
+  """`serialized_tf1_meta_graph_def(graph)`, or None for a graph it cannot be
+  made of (an event file is written without, as a checkpoint warns)."""
+  try:
+    return serialized_tf1_meta_graph_def(graph)
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
 def _as_variable_handles(graph, graph_def):
   """Makes each captured variable's placeholder in `graph_def` a VarHandleOp of
   its name; returns `{op name: variable}`."""

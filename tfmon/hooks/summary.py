@@ -7,6 +7,7 @@ from tfmon import arg_checks
 from tfmon import training_util
 from tfmon import summaries
 from tfmon.compiled import graph_capture
+from tfmon.compiled import meta_graph
 from tfmon.compiled.fetch_plan import RecordSummaries, op
 from tfmon.hook_api import SessionRunArgs, SessionRunHook
 from tfmon.hooks.timing import steps_until_trigger
@@ -136,9 +137,11 @@ class SummarySaverHook(SessionRunHook):
     if self._request_summary:
       self._timer.update_last_triggered_step(global_step)
       if self._graph is not None:
+        first = self._first_graph_run()
         summaries.write_graph_summaries(
             self._writer, run_values.results and run_values.results['graph_summary'],
-            global_step, self._graph if self._first_graph_run() else None)
+            global_step, self._graph if first else None,
+            meta_graph.serialized_or_none(self._graph) if first else None)
       summaries.flush(self._writer)  # a failure is logged once; training goes on
     self._next_step = global_step + 1
 
