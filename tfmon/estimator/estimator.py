@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import os
 import tempfile
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +33,7 @@ from tfmon import tf_internals
 from tfmon import train as tfmon_train
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
+from tfmon.compiled import meta_graph
 from tfmon.estimator import export as export_lib
 from tfmon.estimator import run_config as run_config_lib
 from tfmon.estimator import warm_start
@@ -96,6 +98,7 @@ class Estimator:
       logging.warning('Using temporary folder as model directory: %s', model_dir)
     self._model_dir = model_dir
     self._config = config.replace(model_dir=self._model_dir)
+    logging.info('Using config: %s', str(vars(self._config)))
     self._model_fn = model_fn
     self._model_fn_args = arguments
     self._params = dict(params or {})
@@ -257,7 +260,7 @@ class Estimator:
     """`evaluate` from `checkpoint`, or from `variable_values` (a dict of TF1
     variable name to value, which every global variable of the EVAL graph
     takes: InMemoryEvaluatorHook's)."""
-    with self._graph():
+    with self._graph() as graph:
       self._seed()
       global_step = tf.compat.v1.train.get_or_create_global_step()
       features, labels, input_hooks = self._input(input_fn, ModeKeys.EVAL)
@@ -276,6 +279,9 @@ class Estimator:
       eval_hooks = input_hooks + list(hooks or []) + [_StopAfterRuns(steps)] + list(
           spec.evaluation_hooks) + [final]  # TF1's order
       update_ops = [update for _, update in metrics.values()]
+      logging.info('Starting evaluation at %s',
+                   time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime()))
+      start = time.time()
       with tfmon_train.MonitoredSession(
           session_creator=tfmon_train.ChiefSessionCreator(
               scaffold=_scaffold(spec.scaffold), config=self._config.session_config,
@@ -283,15 +289,38 @@ class Estimator:
           hooks=eval_hooks) as session:
         while not session.should_stop():
           session.run(update_ops)
+      logging.info('Inference Time : %.5fs', time.time() - start)
+      logging.info('Finished evaluation at %s',
+                   time.strftime('%Y-%m-%d-%H:%M:%S', time.localtime()))
     results = dict(final.final_ops_values)
-    logging.info('Saving dict for global step %d: %s', results['global_step'],
-                 ', '.join(f'{key} = {results[key]}' for key in sorted(results)))
-    writer = summaries.writer_for(self.eval_dir(name))
+    self._write_eval_summaries(self.eval_dir(name), results, checkpoint, graph)
+    return results
+
+  def _write_eval_summaries(self, eval_dir, results, checkpoint, graph):
+    """Logs and writes the results into `eval_dir` as TF's Estimator did: the
+    EVAL `graph` and its MetaGraphDef first (once per directory and process, as
+    TF's cached FileWriter wrote them), the scalars as `simple_value`s, and
+    the checkpoint evaluated as a string tensor `checkpoint_path`."""
+    step = results['global_step']
+    # '%s' of a numpy float32 prints its shortest repr (0.93333334), as TF did.
+    logging.info('Saving dict for global step %d: %s', step, ', '.join(
+        '%s = %s' % (key, results[key]) for key in sorted(results)
+        if not isinstance(results[key], bytes)))
+    writer = summaries.writer_for(eval_dir)
+    if not summaries.graph_written(writer, resumed=False):
+      summaries.write_graph_summaries(writer, None, 0, graph,
+                                      meta_graph.serialized_or_none(graph))
+      summaries.wrote_graph(writer)
     summaries.write_simple_values(
         writer, {k: v for k, v in results.items()
-                 if k != 'global_step' and np.ndim(v) == 0}, results['global_step'])
+                 if k != 'global_step' and np.ndim(v) == 0}, step)
+    if checkpoint:
+      logging.info("Saving 'checkpoint_path' summary for global step %d: %s", step,
+                   checkpoint)
+      summaries.write_summary(writer, tf.compat.v1.Summary(value=[
+          tf.compat.v1.Summary.Value(tag='checkpoint_path', tensor=tf.make_tensor_proto(
+              checkpoint, dtype=tf.string))]), step)
     summaries.flush(writer)
-    return results
 
   # ---- prediction ----
 
@@ -506,9 +535,11 @@ class Estimator:
     if 'labels' not in self._model_fn_args and labels is not None:
       raise ValueError('model_fn does not take labels, but input_fn returns them.')
     device = run_config_lib.strategy_device(strategy)
+    logging.info('Calling model_fn.')
     # device(None) would clear the device_fn's scope.
     with tf.compat.v1.device(device) if device else contextlib.nullcontext():
       spec = self._model_fn(**kwargs)
+    logging.info('Done calling model_fn.')
     if not isinstance(spec, EstimatorSpec):
       raise TypeError(f'model_fn must return a tfmon.estimator.EstimatorSpec; got '
                       f'{spec!r} of type {type(spec).__name__}.')
@@ -536,15 +567,22 @@ class _AssignByNameHook(tf.compat.v1.train.SessionRunHook):
 
 
 class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
-  """Requests a stop after `runs` runs (None: never), as Estimator's evaluation did."""
+  """Requests a stop after `runs` runs (None: never), logging 'Evaluation
+  [k/runs]' as Estimator's evaluation did (every run, or every tenth of them
+  from 20 runs on)."""
 
   def __init__(self, runs):
     self._runs = runs
     self._done = 0
+    self._log_every = 1 if runs is None or runs < 20 else runs // 10
 
   def after_run(self, run_context, run_values):
     self._done += 1
-    if self._runs is not None and self._done >= self._runs:
+    if self._runs is None:
+      return
+    if self._done % self._log_every == 0 or self._done == self._runs:
+      logging.info('Evaluation [%d/%d]', self._done, self._runs)
+    if self._done >= self._runs:
       run_context.request_stop()
 
 

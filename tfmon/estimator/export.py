@@ -705,6 +705,7 @@ def _restore_by_name(variables, checkpoint):
     ValueError: naming the variables the checkpoint lacks, or holds in another
       shape.
   """
+  logging.info('Restoring parameters from %s', checkpoint)
   keys = warm_start.checkpoint_keys(checkpoint)
   reader = tf.train.load_checkpoint(checkpoint)
   shapes = reader.get_variable_to_shape_map()
