@@ -48,7 +48,9 @@ _PREMADE = ('BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
 # tf.estimator names tfmon does not provide, and what to use instead.
 _NOT_PROVIDED = {
     name: ('premade estimators are not provided: write the model as a model_fn '
-           '(TensorFlow\'s Keras layers in it), or train a Keras model with fit')
+           '(tf_keras layers in it: `import tf_keras`; a model_fn refuses Keras 3 '
+           'layers, whose variable names change between modes), or train a Keras '
+           'model with fit')
     for name in _PREMADE}
 _NOT_PROVIDED.update({
     name: ('boosted trees are not provided (their ops left TensorFlow): train '

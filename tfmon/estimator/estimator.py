@@ -20,6 +20,7 @@ Variables are shared between the modes by name, as TF1's checkpoints shared them
 import contextlib
 import inspect
 import os
+import sys
 import tempfile
 import time
 
@@ -537,13 +538,59 @@ class Estimator:
     device = run_config_lib.strategy_device(strategy)
     logging.info('Calling model_fn.')
     # device(None) would clear the device_fn's scope.
-    with tf.compat.v1.device(device) if device else contextlib.nullcontext():
+    with tf.compat.v1.device(device) if device else contextlib.nullcontext(), \
+        tf.variable_creator_scope(_refuse_keras_3_layers):
       spec = self._model_fn(**kwargs)
     logging.info('Done calling model_fn.')
     if not isinstance(spec, EstimatorSpec):
       raise TypeError(f'model_fn must return a tfmon.estimator.EstimatorSpec; got '
                       f'{spec!r} of type {type(spec).__name__}.')
     return spec
+
+
+def _refuse_keras_3_layers(next_creator, **kwargs):
+  """A variable creator refusing the variables of Keras 3 layers, at the first
+  layer call that builds one (the model_fn's graph is then still building).
+
+  A Keras 3 variable is made by Keras 3's code (its initial value a function
+  of the `keras` package) on behalf of a `keras.layers.Layer` (a frame's
+  `self`); a Keras 3 optimizer's are left alone.
+
+  Raises:
+    TypeError: naming the layer and the fix.
+  """
+  module = getattr(kwargs.get('initial_value'), '__module__', None) or ''
+  if module.split('.')[0] == 'keras':
+    layer = _calling_keras_3_layer()
+    if layer is not None:
+      raise TypeError(
+          f'The model_fn calls Keras 3 layer {layer.name!r} ({type(layer).__name__}), '
+          f'which makes its variable {kwargs.get("name")!r}: Keras 3 names variables '
+          "by process-wide counters ('kernel', 'kernel_1'; 'dense_1_1/kernel' in a "
+          "second graph), not in their layer's scope as TF 2.15's Keras did "
+          "('dense/kernel'), so train, evaluate, predict and export would not find "
+          "one another's variables by name, nor TF 2.15's checkpoints theirs. Use "
+          "tf_keras, TF 2.15's Keras 2: `import tf_keras` and its layers "
+          '(tf_keras.layers.Dense, tf_keras.Sequential), or set '
+          'TF_USE_LEGACY_KERAS=1 before TensorFlow is imported, which makes tf.keras '
+          "tf_keras (`pip install tf_keras`). tf.compat.v1.layers are tf_keras' "
+          'already.')
+  return next_creator(**kwargs)
+
+
+def _calling_keras_3_layer():
+  """The Keras 3 layer whose code is running, or None."""
+  keras = sys.modules.get('keras')
+  layer_class = getattr(getattr(keras, 'layers', None), 'Layer', None)
+  if layer_class is None:
+    return None
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None:
+    candidate = frame.f_locals.get('self')
+    if isinstance(candidate, layer_class):
+      return candidate
+    frame = frame.f_back
+  return None
 
 
 class _AssignByNameHook(tf.compat.v1.train.SessionRunHook):

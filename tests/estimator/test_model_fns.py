@@ -1,0 +1,154 @@
+"""model_fns as real TF1 programs wrote them: summaries of metrics and inputs,
+Keras layers, op names given to hooks, seeded layers."""
+
+import functools
+import importlib.util
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfmon import estimator
+
+_DATA = os.path.join(os.path.dirname(__file__), 'data')
+
+
+@functools.cache
+def reference():
+  """data/make_tf215_model_fns.py: its data, and a model_fn TF 2.15 ran."""
+  spec = importlib.util.spec_from_file_location(
+      'make_tf215_model_fns', os.path.join(_DATA, 'make_tf215_model_fns.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _spec(mode, features, labels, logits, **kwargs):
+  """A classifier's spec for `logits` (GradientDescent, accuracy)."""
+  predictions = {'classes': tf.argmax(logits, 1),
+                 'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
+  if mode == estimator.ModeKeys.PREDICT:
+    return estimator.EstimatorSpec(mode, predictions=predictions, export_outputs={
+        'serving_default': estimator.export.PredictOutput(predictions)})
+  loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+  train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+      loss, global_step=tf.compat.v1.train.get_global_step())
+  return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops={
+      'accuracy': tf.compat.v1.metrics.accuracy(labels, predictions['classes'])},
+                                 **kwargs)
+
+
+def _summaries(directory):
+  """`{tag: [step, ...]}` of the summaries in `directory`'s event files."""
+  tags = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(directory, 'events.out.tfevents.*'))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, []).append(event.step)
+  return tags
+
+
+def test_a_summary_of_a_metric_update_op_records_from_the_first_run(tmp_path):
+  # The pattern of TF's own samples: the update op's value, as a training curve.
+  def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.dense(features['x'], 3)
+    spec = _spec(mode, features, labels, logits)
+    if mode == estimator.ModeKeys.TRAIN:
+      tf.compat.v1.summary.scalar('train_accuracy', spec.eval_metric_ops['accuracy'][1])
+    return spec
+
+  model = estimator.Estimator(model_fn, str(tmp_path), config=estimator.RunConfig(
+      save_summary_steps=2))
+  model.train(reference().train_input, steps=3)  # the first run records
+  model.train(reference().train_input, steps=2)  # and a resumed one
+  # Each session's first run records, then every 2 steps, as TF1's hook did.
+  assert _summaries(str(tmp_path))['train_accuracy'] == [1, 3, 4]
+  assert 'accuracy' in model.evaluate(reference().eval_input)
+
+
+def test_a_summary_of_the_input_features_is_recorded(tmp_path):
+  def model_fn(features, labels, mode):
+    tf.compat.v1.summary.image('input', tf.reshape(features['x'], [-1, 2, 2, 1]))
+    return _spec(mode, features, labels, tf.compat.v1.layers.dense(features['x'], 3))
+
+  model = estimator.Estimator(model_fn, str(tmp_path))
+  model.train(reference().train_input, steps=2)
+  assert _summaries(str(tmp_path))['input/image/0'] == [1]
+
+
+def test_logging_tensor_hook_given_op_names_logs_their_values(tmp_path, caplog):
+  # TF's layers tutorial: {'probabilities': 'softmax_tensor'}, an op's name.
+  def model_fn(features, labels, mode):
+    hooks = [tf.compat.v1.train.LoggingTensorHook(
+                 {'probabilities': 'softmax_tensor'}, every_n_iter=1),
+             estimator.LoggingTensorHook({'classes': 'ArgMax'}, every_n_iter=1)]
+    return _spec(mode, features, labels, tf.compat.v1.layers.dense(features['x'], 3),
+                 training_hooks=hooks)
+
+  caplog.set_level(logging.INFO)
+  estimator.Estimator(model_fn, str(tmp_path)).train(reference().train_input, steps=2)
+  logged = [m for m in caplog.messages if m.startswith(('probabilities', 'classes'))]
+  assert len(logged) == 4 and not any('None' in m for m in logged), logged
+  assert any(m.startswith('probabilities = [[0.') for m in logged)
+
+
+def _keras_model_fn(keras, sequential=False):
+  """Two Dense layers of `keras` (tf_keras, or tf.keras), or a Sequential of them."""
+  def model_fn(features, labels, mode):
+    layers = [keras.layers.Dense(5, activation='relu'), keras.layers.Dense(3)]
+    model = keras.Sequential(layers) if sequential else lambda x: layers[1](layers[0](x))
+    return _spec(mode, features, labels, model(features['x']))
+  return model_fn
+
+
+@pytest.mark.parametrize('sequential', [False, True], ids=['layers', 'sequential'])
+def test_tf_keras_layers_have_tf215s_names_in_every_mode(tmp_path, sequential):
+  tf_keras = pytest.importorskip('tf_keras')
+  model = estimator.Estimator(_keras_model_fn(tf_keras, sequential), str(tmp_path))
+  model.train(reference().train_input, steps=2)
+  # TF 2.15's tf.keras (Keras 2, which tf_keras is) named them so in a model_fn.
+  scope = 'sequential/' if sequential else ''
+  names = sorted([f'{scope}dense/bias', f'{scope}dense/kernel', f'{scope}dense_1/bias',
+                  f'{scope}dense_1/kernel', 'global_step'])
+  assert model.get_variable_names() == names
+  # Every mode finds the variables the TRAIN graph saved, by those names.
+  first = model.evaluate(reference().eval_input)
+  predicted = np.stack([p['probabilities'] for p in model.predict(
+      reference().predict_input)])
+  export_dir = model.export_saved_model(
+      str(tmp_path / 'export'), reference().serving_input_receiver_fn(estimator))
+  served = tf.saved_model.load(export_dir.decode()).signatures['serving_default'](
+      x=tf.constant(reference().features()[:5]))['probabilities']
+  np.testing.assert_allclose(served, predicted, rtol=1e-6)
+  model.train(reference().train_input, steps=2)
+  assert model.get_variable_names() == names
+  assert model.evaluate(reference().eval_input)['loss'] != first['loss']
+
+
+def test_keras_3_layers_are_refused_at_their_first_call_naming_tf_keras(tmp_path):
+  if not tf.keras.__name__.startswith('keras'):
+    pytest.skip('tf.keras is tf_keras here (TF_USE_LEGACY_KERAS=1)')
+  model = estimator.Estimator(_keras_model_fn(tf.keras), str(tmp_path))
+  with pytest.raises(TypeError, match=r"Keras 3 layer 'dense.*' \(Dense\).*"
+                     r'`import tf_keras`.*TF_USE_LEGACY_KERAS=1'):
+    model.train(reference().train_input, steps=1)
+  assert model.latest_checkpoint() is None
+
+
+def test_seeded_v1_layers_start_from_tf1s_values_in_every_run(tmp_path):
+  import json  # pylint: disable=import-outside-toplevel
+  with open(os.path.join(_DATA, 'tf215_model_fns.json')) as f:
+    tf1_values = json.load(f)['seeded_layers']
+  runs = []
+  for run in range(2):
+    model_dir = str(tmp_path / str(run))
+    reference().make_estimator(estimator, model_dir).train(
+        reference().train_input, steps=1)
+    runs.append(reference().initial_layer_values(model_dir))
+  assert runs[0] == runs[1]
+  # What TF 2.15 gave them under disable_v2_behavior(), with the same seed.
+  assert sorted(runs[0]) == sorted(tf1_values)
+  for name, value in tf1_values.items():
+    np.testing.assert_array_equal(np.float32(runs[0][name]), np.float32(value), name)
