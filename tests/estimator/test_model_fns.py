@@ -5,6 +5,8 @@ import functools
 import importlib.util
 import logging
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -125,6 +127,32 @@ def test_tf_keras_layers_have_tf215s_names_in_every_mode(tmp_path, sequential):
   model.train(reference().train_input, steps=2)
   assert model.get_variable_names() == names
   assert model.evaluate(reference().eval_input)['loss'] != first['loss']
+
+
+_LEGACY_KERAS_PROGRAM = """
+import sys
+import tensorflow as tf
+from tfmon import estimator
+from tests.estimator import test_model_fns as t
+model = estimator.Estimator(t._keras_model_fn(tf.keras), sys.argv[1])  # tf_keras here
+model.train(t.reference().train_input, steps=2)
+model.evaluate(t.reference().eval_input)
+model.train(t.reference().train_input, steps=2)
+print(model.get_variable_names())
+"""
+
+
+@pytest.mark.slow
+def test_tf_keras_under_tf_use_legacy_keras_has_tf215s_names(tmp_path):
+  pytest.importorskip('tf_keras')
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  result = subprocess.run(
+      [sys.executable, '-c', _LEGACY_KERAS_PROGRAM, str(tmp_path)], cwd=root,
+      env={**os.environ, 'TF_USE_LEGACY_KERAS': '1'}, capture_output=True, text=True,
+      timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.splitlines()[-1] == str(
+      ['dense/bias', 'dense/kernel', 'dense_1/bias', 'dense_1/kernel', 'global_step'])
 
 
 def test_keras_3_layers_are_refused_at_their_first_call_naming_tf_keras(tmp_path):
