@@ -73,11 +73,13 @@ def test_a_summary_of_a_metric_update_op_records_from_the_first_run(tmp_path):
 def test_a_summary_of_the_input_features_is_recorded(tmp_path):
   def model_fn(features, labels, mode):
     tf.compat.v1.summary.image('input', tf.reshape(features['x'], [-1, 2, 2, 1]))
+    tf.compat.v1.summary.histogram('labels', labels)  # IteratorGetNext:1
     return _spec(mode, features, labels, tf.compat.v1.layers.dense(features['x'], 3))
 
   model = estimator.Estimator(model_fn, str(tmp_path))
   model.train(reference().train_input, steps=2)
-  assert _summaries(str(tmp_path))['input/image/0'] == [1]
+  recorded = _summaries(str(tmp_path))
+  assert recorded['input/image/0'] == recorded['labels'] == [1]
 
 
 def test_logging_tensor_hook_given_op_names_logs_their_values(tmp_path, caplog):
