@@ -11,6 +11,11 @@ TF's own StopAtStepHook, NanTensorHook and LoggingTensorHook (every 100).
 Workloads:
   mlp      64-64-10 MLP, batches of 32 fed through placeholders (numpy float64,
            as numpy makes them: both convert to the placeholder's float32);
+  hooks    the mlp with more of TF's own hooks, as TF1 scripts carry them: a v1
+           metric updated every run and logged by a LoggingTensorHook, a
+           subclass of LoggingTensorHook overriding `after_run` (called every
+           run), and a hook of the script's own writing `merge_all()` through a
+           FileWriter every 100 runs;
   cifar10  TensorFlow's CIFAR-10 tutorial graph (benchmarks/startup.py), input
            from a tf.data one-shot iterator, v1 summaries.
 
@@ -21,7 +26,7 @@ pruning and TF's first-call optimization excluded); ratios are medians of
 same-round ratios, since this box's speed moves between rounds. The idle-hooks
 line is tfmon with 50 idle tfmon hooks against tfmon with one, same rounds.
 
-  python -m benchmarks.graph_mode [--model mlp|cifar10|both] [--rounds N] [--steps N]
+  python -m benchmarks.graph_mode [--model mlp|hooks|cifar10|all] [--rounds N] [--steps N]
 """
 
 import argparse
@@ -63,7 +68,51 @@ def _cifar10():
   return loss, train_op, None
 
 
-_MODELS = {'mlp': _mlp, 'cifar10': _cifar10}
+_MODELS = {'mlp': _mlp, 'cifar10': _cifar10, 'hooks': _mlp}
+
+
+class _SubclassedLoggingHook(v1.train.LoggingTensorHook):
+  """A TF1 script's subclass of TF's hook: overrides after_run, so every run."""
+
+  def after_run(self, run_context, run_values):
+    super().after_run(run_context, run_values)
+    self.runs = getattr(self, 'runs', 0) + 1
+
+
+class _FileWriterHook(v1.train.SessionRunHook):
+  """A TF1 script's own hook: `merge_all()` written by a FileWriter every 100 runs."""
+
+  def __init__(self, directory):
+    self._directory = directory
+
+  def begin(self):
+    self._merged = v1.summary.merge_all()
+    self._writer = v1.summary.FileWriterCache.get(self._directory)
+    self._global_step = v1.train.get_global_step()
+    self._runs = 0
+
+  def before_run(self, run_context):
+    self._runs += 1
+    if self._runs % 100 == 0:
+      return v1.train.SessionRunArgs([self._merged, self._global_step])
+    return None
+
+  def after_run(self, run_context, run_values):
+    if run_values.results:
+      self._writer.add_summary(*run_values.results)
+
+
+def _tf_hooks(loss, directory):
+  """The 'hooks' workload's hooks, TF's classes in both variants, and the v1
+  metric whose update op the training run fetches."""
+  labels = v1.get_default_graph().get_tensor_by_name('y:0')
+  logits = v1.get_default_graph().get_tensor_by_name('MatMul_1:0')
+  accuracy, update = v1.metrics.accuracy(labels, tf.argmax(logits, 1))
+  v1.summary.scalar('accuracy', accuracy)
+  hooks = [v1.train.LoggingTensorHook({'accuracy': accuracy}, every_n_iter=100),
+           _SubclassedLoggingHook({'loss': loss}, every_n_iter=100),
+           _FileWriterHook(directory)]
+  return hooks, update
 
 
 class _IdleHook(tfmon.train.LoggingTensorHook):
@@ -90,8 +139,13 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
              hook_module.NanTensorHook(loss),
              hook_module.LoggingTensorHook({'loss': loss}, every_n_iter=100)]
     hooks += [_IdleHook(loss) for _ in range(idle_hooks)]
+    directory = tempfile.mkdtemp()
+    if model == 'hooks':
+      more_hooks, update = _tf_hooks(loss, directory)
+      hooks += more_hooks
+      train_op = tf.group(train_op, update)
     with train.MonitoredTrainingSession(
-        checkpoint_dir=tempfile.mkdtemp(), hooks=hooks, save_checkpoint_steps=500,
+        checkpoint_dir=directory, hooks=hooks, save_checkpoint_steps=500,
         save_summaries_steps=100, log_step_count_steps=100,
         **({'steps_per_loop': 100} if fused else {})) as sess:
       sess.run(train_op, feed_dict=feed_dict)  # trace, prune, first call
@@ -107,6 +161,8 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
 def measure(model, rounds, steps):
   variants = ('tfmon', 'tf1', 'tfmon-hooks', 'tfmon-50-idle', 'tfmon-1-idle') + (
       ('tfmon-fused',) if model == 'cifar10' else ())
+  if model == 'hooks':
+    variants = ('tfmon', 'tf1')
   results = {v: [] for v in variants}
   for r in range(rounds):
     order = variants[r % len(variants):] + variants[:r % len(variants)]
@@ -122,20 +178,22 @@ def _ratio(results, a, b):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--model', default='both', choices=['mlp', 'cifar10', 'both'])
+  parser.add_argument('--model', default='all', choices=['mlp', 'cifar10', 'hooks', 'all'])
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--steps', type=int, default=None,
                       help='steps timed per round (default: 2000 mlp, 60 cifar10)')
   args = parser.parse_args()
-  models = ['mlp', 'cifar10'] if args.model == 'both' else [args.model]
+  models = ['mlp', 'hooks', 'cifar10'] if args.model == 'all' else [args.model]
   for model in models:
-    steps = args.steps or {'mlp': 2000, 'cifar10': 60}[model]
+    steps = args.steps or {'mlp': 2000, 'hooks': 2000, 'cifar10': 60}[model]
     results = measure(model, args.rounds, steps)
     print(f'{model}: {args.rounds} rounds of {steps} steps, ms a step (median)')
     for variant, times in results.items():
       print(f'  {variant:15s} {1e3 * statistics.median(times):8.3f}')
     print(f'  TF1 throughput / tfmon throughput, i.e. tfmon time / TF1 time: '
           f'{_ratio(results, "tfmon", "tf1"):.3f} (target <= 1.0)')
+    if model == 'hooks':
+      continue
     print(f'  50 idle hooks: tfmon-1-idle time / tfmon-50-idle time: '
           f'{_ratio(results, "tfmon-1-idle", "tfmon-50-idle"):.3f} (target >= 0.95)')
     print(f'  tfmon hooks (runs of train_op alone): tfmon-hooks time / TF1 time: '

@@ -93,11 +93,16 @@ def test_graph_capture_stands_on_wrap_functions_variable_holder_and_prune():
 
 
 def test_mode_switches_switch_modes():
+  assert tf_internals.CAN_SWITCH_MODE_FAST  # the eager context's is_eager flag
   with tfmon.Graph().as_default():
     with tf_internals.eager_mode():
       assert tf.executing_eagerly()
       with tf_internals.graph_mode():
         assert not tf.executing_eagerly()
+        with tf_internals.eager_mode():
+          assert tf.executing_eagerly()
+        assert not tf.executing_eagerly()
+      assert tf.executing_eagerly()
 
 
 def test_ops_take_attributes_and_control_inputs_once_built():

@@ -162,9 +162,32 @@ def default_session(session):
   return _stack.default_session(session)
 
 
+class _GraphMode:
+  """Graph mode for this thread, as `context.graph_mode()` sets it (its
+  thread-local `is_eager` flag), without its generator-based context manager:
+  TF1 hooks' `before_run`/`after_run` run in it, two switches per hook a run."""
+
+  __slots__ = ('_data', '_was_eager')
+
+  def __enter__(self):
+    self._data = _context.context()._thread_local_data  # pylint: disable=protected-access
+    self._was_eager = self._data.is_eager
+    self._data.is_eager = False
+
+  def __exit__(self, *exc_info):
+    self._data.is_eager = self._was_eager
+
+
+# Whether the eager context keeps its mode in a thread-local `is_eager` flag;
+# without it (a later TF), TF's own context manager.
+CAN_SWITCH_MODE_FAST = hasattr(
+    getattr(_context.context(), '_thread_local_data', None), 'is_eager')
+
+
 def graph_mode():
-  """Graph mode, without entering a graph: 1.4 µs where `as_default()` takes 12."""
-  return _context.graph_mode()
+  """Graph mode, without entering a graph: ~0.5 µs where TF's `graph_mode()`
+  takes 1.4 and `as_default()` 12."""
+  return _GraphMode() if CAN_SWITCH_MODE_FAST else _context.graph_mode()
 
 
 def eager_mode():
