@@ -408,3 +408,29 @@ def test_tfs_hooks_never_trigger_timer_and_graph_element_lookup():
   assert tf_internals.graph_element(graph, 'xent') is loss
   with pytest.raises(KeyError):
     tf_internals.graph_element(graph, 'missing')
+
+
+def test_function_graphs_list_call_time_captures_with_their_closures():
+  values = iter([3, 4])
+
+  @tf.function
+  def add_a_call_time_value(x):
+    graph = tf.compat.v1.get_default_graph()
+    return x + graph.capture_call_time_value(lambda: next(values),
+                                             tf.TensorSpec([], tf.int32))
+
+  graph = add_a_call_time_value.get_concrete_function(tf.TensorSpec([], tf.int32)).graph
+  [([placeholder], closure)] = tf_internals.deferred_captures(graph)
+  assert placeholder.op.type == 'Placeholder' and placeholder.graph is graph
+  [value] = closure()  # called at each call for its values
+  assert value == 3
+
+
+def test_v1_optimizers_scale_a_mean_loss_by_the_replicas_under_estimators_flag():
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  with tf.Graph().as_default(), strategy.scope():
+    loss = tf.compat.v1.losses.mean_squared_error([1.], [0.])  # a MEAN reduction
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(1.)
+    assert optimizer._scale_loss(loss) is loss  # pylint: disable=protected-access
+    with tf_internals.scale_loss_as_estimator(strategy):
+      assert optimizer._scale_loss(loss) is not loss  # pylint: disable=protected-access

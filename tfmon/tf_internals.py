@@ -14,7 +14,8 @@ Groups, by who asks:
   - graph capture (compiled/graph_capture): `FuncGraph`, wrap_function's
     variable holder and `prune`, graph/eager mode switches, op attributes and
     control inputs, the eager context's seeds, tensor equality, moving
-    averages' eager check, tf_keras' v1 modules;
+    averages' eager check, tf_keras' v1 modules; under a strategy, a
+    function graph's call-time captures and v1 optimizers' loss scaling;
   - TF's own objects read as TF1 code made them (hooks/tf_builtins,
     checkpointing, estimator/): their private state;
   - summaries, export, warm start and the workers' barrier at exit.
@@ -209,6 +210,24 @@ def initializer_op(variable):
   """What `tf.compat.v1.train.init_from_checkpoint` left as a variable's
   initializer (`_initializer_op`), or None."""
   return getattr(variable, '_initializer_op', None)
+
+
+def deferred_captures(graph):
+  """`[(placeholders, closure)]`: the values a function graph takes at call
+  time (`capture_call_time_value`), `closure()` giving a list of a value for
+  each placeholder: a strategy's collective ops get their instance keys so, a
+  new one each call. `WrappedFunction.prune` keeps only by-value captures, so
+  GraphCall feeds these itself."""
+  return [(tf.nest.flatten(placeholders), closure) for placeholders, closure in
+          zip(graph.deferred_internal_captures, graph.deferred_external_captures)]
+
+
+def scale_loss_as_estimator(strategy):
+  """The scope in which v1 optimizers divide a mean loss by the number of
+  replicas (Optimizer._scale_loss), as TF 1.x always did and TF <= 2.15's
+  Estimator asked for by this private flag; without it, the replicas' summed
+  gradients are `num_replicas` times the one device's."""
+  return strategy._scale_loss_for_estimator_enabled()  # pylint: disable=protected-access
 
 
 def save_slice_info(variable):
