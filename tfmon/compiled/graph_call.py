@@ -96,6 +96,9 @@ class _Function:
     self.retired = False  # replaced by a function of a larger union
     # Summaries among its outputs: it takes a leading `record` input gating them.
     self.gated = any(_is_summary(t) for t in tensors)
+    # Closures giving the call-time values it takes after the feeds (see
+    # _call_time_values), set by _function_for.
+    self.call_time = ()
 
 
 class _Family:
@@ -178,7 +181,10 @@ class GraphCall:
               for leaf, kind in zip(flat, plan.kinds)]
     outputs = None
     if function is not None:
-      inputs = [value for _, value in feeds] + [h for _, h in self._iterators]
+      inputs = [value for _, value in feeds]
+      for closure in function.call_time:
+        inputs += closure()
+      inputs += [h for _, h in self._iterators]
       if function.gated:
         inputs.insert(0, self._record[plan.records])
       try:
@@ -225,12 +231,15 @@ class GraphCall:
     loop = self._loop_for(tuple(_leaf_key(leaf) for leaf in flat), flat, global_step)
     if loop is None:
       return 0
+    loop, call_time = loop
+    inputs = [value for closure in call_time for value in closure()]
     return int(loop(tf.constant(max_steps - 1, tf.int32),
                     tf.constant(target_global_step, tf.int64),
-                    *[handle for _, handle in self._iterators]))
+                    *inputs, *[handle for _, handle in self._iterators]))
 
   def _loop_for(self, key, leaves, global_step):
-    """A tf.function looping over the steps of a run of `leaves`, made once."""
+    """`(a tf.function looping over the steps of a run of `leaves`, the
+    closures of its call-time inputs)`, made once; or None."""
     loop = self._loops.get(key)
     if loop is not None or key in self._loops:
       return loop
@@ -241,31 +250,36 @@ class GraphCall:
       return None
     if self._iterators is None:
       self._iterators = self._make_iterators()
+    # Call-time values (collectives' instance keys) are taken once a loop, as
+    # a tf.function's loop takes them.
+    call_time = self._call_time_values(plan.tensors + plan.operations,
+                                       {id(t.op) for t, _ in self._iterators})
+    call_time_inputs = [p for ps, _ in call_time for p in ps]
     step = self.graph.wrapped_function().prune(
-        [t for t, _ in self._iterators], plan.tensors + plan.operations)
+        call_time_inputs + [t for t, _ in self._iterators], plan.tensors + plan.operations)
     self._keep.append(step)
     stop = self._stop_flag()  # the compiler's: a stop request ends either loop
     read_step = lambda: tf.cast(global_step.read_value(), tf.int64)
 
-    def fused(count, target, *handles):
+    def fused(count, target, *inputs):
       def condition(i):
         # Stop a step short of the target: the last step is the full run.
         return tf.logical_and(tf.logical_and(i < count, read_step() + 1 < target),
                               tf.logical_not(stop.read_value()))
 
       def body(i):
-        step(*handles)
+        step(*inputs)
         return i + 1  # automatic control dependencies run the call first
 
       return tf.while_loop(condition, body, [tf.constant(0)], parallel_iterations=1)[0]
 
-    specs = [tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)] + [
-        tf.TensorSpec([], tf.resource) for _ in self._iterators]
+    specs = [tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)] + _specs(
+        call_time_inputs) + [tf.TensorSpec([], tf.resource) for _ in self._iterators]
     with tf.init_scope():
       loop = tf.function(fused, autograph=False).get_concrete_function(*specs)
     self.functions_built += 1
-    self._loops[key] = loop
-    return loop
+    self._loops[key] = loop, [closure for _, closure in call_time]
+    return self._loops[key]
 
   def _plan(self, flat, feed_dict):
     steps = [leaf for leaf in flat
@@ -310,8 +324,24 @@ class GraphCall:
     else:  # the family's first function: seeded with what hooks hold
       trains = bool(plan.operations)
       tensors += [t for t in self._seeds if self._can_join(t, effects, stops, trains)]
-    family.function = self._prune(fed, _unique(tensors), _unique(operations), stops)
+    tensors, operations = _unique(tensors), _unique(operations)
+    call_time = self._call_time_values(tensors + operations, stops)
+    family.function = self._prune(list(fed) + [p for ps, _ in call_time for p in ps],
+                                  tensors, operations, stops)
+    family.function.call_time = [closure for _, closure in call_time]
     return family.function
+
+  def _call_time_values(self, elements, stops):
+    """`[(placeholders, closure)]` of the graph's call-time captures computing
+    `elements` needs, which `prune` drops: a strategy's collective ops take
+    their instance keys so, a new one each call (`closure()`), as a
+    tf.function's call computes them."""
+    captures = tf_internals.deferred_captures(self.graph)
+    if not captures:
+      return []
+    needed = _needed_ops(elements, stops)
+    return [(placeholders, closure) for placeholders, closure in captures
+            if any(id(p.op) in needed for p in placeholders)]
 
   def _can_join(self, tensor, effects, stops, trains):
     """Whether the first function of a family of `effects` may compute `tensor`
