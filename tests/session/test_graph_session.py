@@ -237,3 +237,19 @@ def test_continuing_a_tf1_directory_keeps_and_sweeps_its_checkpoints_as_tf1_did(
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
       f'model.ckpt-{step}' for step in (2, 4, 6, 8, 10)]
   assert not [name for name in os.listdir(directory) if name.startswith('model.ckpt-0.')]
+
+
+def test_between_graph_replication_is_refused_at_creation_with_the_fix():
+  # TF1's parameter-server scripts place variables on '/job:ps': refused when
+  # the session is made, not by a placement error in the first run.
+  cluster = tf.train.ClusterSpec({'ps': ['localhost:2222'], 'worker': ['localhost:2223']})
+  with tfmon.Graph().as_default():
+    with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(cluster=cluster)):
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      train_op = tf.compat.v1.assign_add(global_step, 1)
+    with pytest.raises(ValueError, match=r"placed on '/job:.*between-graph "
+                       r"replication.*MultiWorkerMirroredStrategy.*TF1's own graph mode"):
+      tfmon.train.MonitoredTrainingSession(is_chief=True)
+    with pytest.raises(ValueError, match='between-graph replication'):
+      tf.compat.v1.Session()
+  del train_op

@@ -127,6 +127,7 @@ class GraphCall:
     self._iterators = None  # iterators' handles: [(tensor, handle)]
     self._keep = []      # what must live as long as those handles
     self._ops = {id(op): op for op in graph.get_operations()}
+    _refuse_other_jobs(self._ops.values())
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
     with tf.init_scope():  # a gated function's `record` input (see _prune)
       self._record = {False: tf.constant(False), True: tf.constant(True)}
@@ -518,6 +519,25 @@ class GraphCall:
           f'feed_dict key {key!r} is not a tensor of the graph this session runs: '
           'key feeds by the placeholder (or its name, e.g. "x:0").')
     return tensor
+
+
+def _refuse_other_jobs(ops):
+  """Refuses a graph placed on other processes' devices (a job and task no
+  local device has): TF1's between-graph replication (`replica_device_setter`
+  putting variables on '/job:ps')."""
+  local = {('localhost', 0)} | {(spec.job, spec.task or 0) for spec in (
+      tf.DeviceSpec.from_string(d.name) for d in tf.config.list_logical_devices())}
+  for op in ops:
+    spec = tf.DeviceSpec.from_string(op.device or '')
+    if spec.job is not None and (spec.job, spec.task or 0) not in local:
+      raise ValueError(
+          f'Operation {op.name!r} of this graph is placed on {op.device!r}: TF1\'s '
+          'between-graph replication (parameter servers, replica_device_setter, '
+          'a session on a remote master). A captured graph runs in this process. '
+          'Train on several processes with tf.distribute.MultiWorkerMirroredStrategy '
+          'and a step function (docs/distribution.md), or run this script in TF1\'s '
+          'own graph mode (tf.Graph and tf.compat.v1 sessions), which still has '
+          'parameter servers.')
 
 
 class Mixed:
