@@ -434,3 +434,20 @@ def test_v1_optimizers_scale_a_mean_loss_by_the_replicas_under_estimators_flag()
     assert optimizer._scale_loss(loss) is loss  # pylint: disable=protected-access
     with tf_internals.scale_loss_as_estimator(strategy):
       assert optimizer._scale_loss(loss) is not loss  # pylint: disable=protected-access
+
+
+def test_variable_creators_of_a_lower_priority_run_after_tfs_own():
+  order = []
+
+  def creator(name):
+    def create(next_creator, **kwargs):
+      order.append(name)
+      return next_creator(**kwargs)
+    return create
+
+  with tf.Graph().as_default():
+    with tf_internals.variable_creator_scope(creator('low'), priority=50), \
+        tf.variable_creator_scope(creator('public')), \
+        tf_internals.variable_creator_scope(creator('high'), priority=200):
+      tf.Variable(1.)
+  assert order == ['high', 'public', 'low']

@@ -222,6 +222,17 @@ def deferred_captures(graph):
           zip(graph.deferred_internal_captures, graph.deferred_external_captures)]
 
 
+@contextlib.contextmanager
+def variable_creator_scope(creator, priority):
+  """`tf.variable_creator_scope` on the default graph with a `priority`
+  (called before creators of a lower one; TF's public scope and a strategy's
+  have 100): a captured graph's creator must run after a strategy's, whichever
+  scope was entered first, to make each replica's variable."""
+  with tf.compat.v1.get_default_graph()._variable_creator_scope(  # pylint: disable=protected-access
+      creator, priority=priority):
+    yield
+
+
 def scale_loss_as_estimator(strategy):
   """The scope in which v1 optimizers divide a mean loss by the number of
   replicas (Optimizer._scale_loss), as TF 1.x always did and TF <= 2.15's

@@ -69,8 +69,7 @@ class Graph(tf_internals.FuncGraph):
       tf_internals.let_queues_of_captured_graphs_be_named()
       tf_internals.let_one_shot_iterators_capture_dummy_dataset_resources()
     # One creator however deeply entered (TF1 code re-enters its graph).
-    creator = (contextlib.nullcontext() if self._entered else
-               tf.variable_creator_scope(self._create_variable))
+    creator = contextlib.nullcontext() if self._entered else self._creators()
     self._entered += 1
     try:
       with super().as_default(), creator, warnings.catch_warnings(), \
@@ -131,6 +130,43 @@ class Graph(tf_internals.FuncGraph):
     if tf.compat.v1.get_default_graph() is self:
       return tf_internals.graph_mode()
     return self.as_default()
+
+  @contextlib.contextmanager
+  def _creators(self):
+    """The graph's variable creators: `_create_variable`, and around a
+    strategy's creator `_list_distributed`.
+
+    Under a strategy's scope entered before the graph, `_create_variable` runs
+    after the strategy's creator (a lower priority), as when the scope is
+    entered inside: the strategy asks it for each replica's variable. Run
+    before, it listed each distributed variable twice in the collections (v1
+    `minimize` applied every gradient twice) and read a distributed variable's
+    handle outside a replica (a v1 optimizer's slots).
+    """
+    main = (tf_internals.variable_creator_scope(self._create_variable, priority=50)
+            if tf.distribute.has_strategy() else
+            tf.variable_creator_scope(self._create_variable))
+    with main, tf_internals.variable_creator_scope(self._list_distributed, priority=200):
+      yield
+
+  def _list_distributed(self, next_creator, **kwargs):
+    """Lists in the graph's collections a distributed variable made eagerly
+    (under `init_scope`: a v1 optimizer's slots), in place of its replicas'
+    variables: a strategy lists only those made in graph code, so TF1's Saver
+    and tfmon's checkpoints missed Adam's slots."""
+    variable = next_creator(**kwargs)
+    if (not isinstance(variable, tf.distribute.DistributedValues) or
+        not tf.executing_eagerly() or not self._builds_here()):
+      return variable
+    components = {id(v) for v in variable.values}
+    for key in self.collections:
+      listed = self.get_collection_ref(key)
+      listed[:] = [v for v in listed if id(v) not in components]
+    collections = list(kwargs.get('collections') or [tf.compat.v1.GraphKeys.GLOBAL_VARIABLES])
+    if variable.trainable and tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES not in collections:
+      collections.append(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+    self.add_to_collections(collections, variable)
+    return variable
 
   def _create_variable(self, next_creator, **kwargs):
     """Makes a variable of the graph code eager, in the graph's collections,
