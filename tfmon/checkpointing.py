@@ -112,8 +112,11 @@ def as_checkpoint(value, arg_name='checkpoint'):
   elif isinstance(value, tf.train.Checkpoint):
     checkpoint = value
   elif isinstance(value, tf.compat.v1.train.Saver):
-    # A TF1 Saver built in a captured graph: its variables, by their TF1 names.
+    # A TF1 Saver built in a captured graph: its variables, by their TF1 names,
+    # and the graph with its SaverDef in the .meta, as that Saver wrote them.
     checkpoint = TF1SaverCheckpoint(variables=_saver_variables(value))
+    checkpoint.meta_graph_of = graph_capture.current()
+    checkpoint.saver_def = value.saver_def
   elif 'root' in (value or {}):
     checkpoint = tf.train.Checkpoint(**value)  # saves root's graph, not its own
   elif value is None and graph_capture.current() is not None:
@@ -408,6 +411,7 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
   """
 
   meta_graph_of = None
+  saver_def = None  # the SaverDef of the .meta (None: a default Saver's)
   _meta_graph = None  # (graph version, serialized MetaGraphDef or None)
 
   def _write(self, file_prefix, options=None):
@@ -439,7 +443,7 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
       return None
     if self._meta_graph is None or self._meta_graph[0] != graph.version:
       try:
-        meta = meta_graph.serialized_tf1_meta_graph_def(graph)
+        meta = meta_graph.serialized_tf1_meta_graph_def(graph, self.saver_def)
       except Exception as e:  # pylint: disable=broad-except
         if self._meta_graph is None:
           logging.warning('Checkpoints are written without the .meta file TF1 '

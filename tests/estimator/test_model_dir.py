@@ -85,6 +85,40 @@ def test_tf1_readers_read_a_tfmon_model_dir_by_name(tmp_path):
   np.testing.assert_allclose(probabilities, expected, rtol=1e-6)
 
 
+@pytest.mark.parametrize('scaffold_saver', [False, True],
+                         ids=['default_saver', 'scaffold_saver'])
+def test_the_meta_graph_restores_with_training_metrics_and_a_scaffold_saver(
+    tmp_path, scaffold_saver):
+  # A metric in TRAIN mode (TF's samples logged its update op) makes local
+  # variables, which TF1's Saver did not save; a Scaffold's Saver is the one
+  # TF1 wrote the .meta with.
+  model_fn = reference().make_model_fn(estimator)
+
+  def model_fn_with_metric(features, labels, mode):
+    spec = model_fn(features, labels, mode)
+    if mode == estimator.ModeKeys.TRAIN:
+      classes = tf.argmax(tf.compat.v1.get_default_graph().get_tensor_by_name(
+          'softmax_tensor:0'), 1)
+      tf.compat.v1.summary.scalar(
+          'train_accuracy', tf.compat.v1.metrics.accuracy(labels, classes)[1])
+      if scaffold_saver:
+        spec = spec._replace(scaffold=tf.compat.v1.train.Scaffold(
+            saver=tf.compat.v1.train.Saver(max_to_keep=2)))
+    return spec
+
+  model = estimator.Estimator(model_fn_with_metric, str(tmp_path))
+  model.train(reference().train_input, steps=2)
+  checkpoint = model.latest_checkpoint()
+  with tf.Graph().as_default() as graph:
+    saver = tf.compat.v1.train.import_meta_graph(checkpoint + '.meta')
+    with tf.compat.v1.Session(graph=graph) as session:
+      saver.restore(session, checkpoint)
+      features = graph.get_operation_by_name('IteratorGetNext').outputs[0]
+      probabilities = session.run('softmax_tensor:0',
+                                  {features: reference().features()[:5]})
+  np.testing.assert_allclose(probabilities, _predicted_probabilities(model), rtol=1e-6)
+
+
 def _events(directory):
   """`[(step, kind)]` of the events in `directory`, a summary's kind by tag."""
   events = []

@@ -33,15 +33,28 @@ _VARIABLE_COLLECTIONS = (
     tf.compat.v1.GraphKeys.MOVING_AVERAGE_VARIABLES)
 
 
-def tf1_meta_graph_def(graph):
+def tf1_meta_graph_def(graph, saver_def=None):
   """A MetaGraphDef of the captured `graph` as TF1's Saver wrote it.
+
+  Args:
+    graph: A captured graph.
+    saver_def: The SaverDef of the TF1 Saver the graph code built, whose ops
+      the graph holds (a Scaffold's `saver=`); None: a Saver of the global
+      variables is added, as TF1's default Saver.
 
   Raises:
     ValueError: the graph has ops of the names TF1's variables and Saver take.
   """
   graph_def = graph.as_graph_def(add_shapes=True)
   variables = _as_variable_handles(graph, graph_def)
-  added, variable_defs, saver_def = _variable_and_saver_nodes(variables)
+  # TF1's default Saver saved the global variables, not the local ones (v1
+  # metrics' totals), which the checkpoint does not hold either.
+  local = {id(v) for v in graph.get_collection(tf.compat.v1.GraphKeys.LOCAL_VARIABLES)}
+  saved = [name for name, variable in variables.items()
+           if id(variable) not in local and saver_def is None]
+  added, variable_defs, default_saver_def = _variable_and_saver_nodes(
+      variables, saved, _saver_scope({node.name for node in graph_def.node}))
+  saver_def = saver_def or default_saver_def
   taken = sorted({node.name for node in graph_def.node} &
                  {node.name for node in added})
   if taken:
@@ -58,20 +71,22 @@ def tf1_meta_graph_def(graph):
   return meta
 
 
-def serialized_tf1_meta_graph_def(graph):
-  """`tf1_meta_graph_def(graph)` serialized, made once per version of `graph`:
-  a checkpoint's `.meta` and the `meta_graph_def` event of TensorBoard's event
-  files (TF1's CheckpointSaverHook and FileWriter wrote both) share it.
+def serialized_tf1_meta_graph_def(graph, saver_def=None):
+  """`tf1_meta_graph_def(graph, saver_def)` serialized, made once per version
+  of `graph`: a checkpoint's `.meta` and the `meta_graph_def` event of
+  TensorBoard's event files (TF1's CheckpointSaverHook and FileWriter wrote
+  both) share it.
 
   Raises:
     Exception: what made the graph's export fail, at every call for its version.
   """
+  key = (graph.version, saver_def and saver_def.SerializeToString())
   cached = getattr(graph, '_tfmon_meta_graph', None)
-  if cached is None or cached[0] != graph.version:
+  if cached is None or cached[0] != key:
     try:
-      cached = (graph.version, tf1_meta_graph_def(graph).SerializeToString(), None)
+      cached = (key, tf1_meta_graph_def(graph, saver_def).SerializeToString(), None)
     except Exception as e:  # pylint: disable=broad-except
-      cached = (graph.version, None, e)
+      cached = (key, None, e)
     graph._tfmon_meta_graph = cached  # pylint: disable=protected-access
   if cached[2] is not None:
     raise cached[2]
@@ -85,6 +100,16 @@ def serialized_or_none(graph):
     return serialized_tf1_meta_graph_def(graph)
   except Exception:  # pylint: disable=broad-except
     return None
+
+
+def _saver_scope(names):
+  """'save', or 'save_1', ... when a Saver the graph code built (a Scaffold's
+  `saver=`) holds it, as TF1 named a second Saver's ops."""
+  scope, number = 'save', 0
+  while any(name == scope or name.startswith(scope + '/') for name in names):
+    number += 1
+    scope = f'save_{number}'
+  return scope
 
 
 def _as_variable_handles(graph, graph_def):
@@ -115,12 +140,11 @@ def _as_variable_handles(graph, graph_def):
   return variables
 
 
-def _variable_and_saver_nodes(variables):
+def _variable_and_saver_nodes(variables, saved, scope):
   """The nodes TF1 added for `variables` (`{op name: variable}`) and for a
-  Saver of them: `(nodes, {op name: serialized VariableDef}, SaverDef)`."""
+  Saver of those named in `saved`, in name scope `scope`: `(nodes, {op name:
+  serialized VariableDef}, SaverDef)`."""
   nodes, variable_defs = [], {}
-  if not variables:
-    return nodes, variable_defs, None  # TF1's Saver refused to save nothing
   keys, slices, reads, dtypes = [], [], [], []
   for name, variable in variables.items():
     dtype = variable.dtype.as_datatype_enum
@@ -138,10 +162,14 @@ def _variable_and_saver_nodes(variables):
     if part is not None:
       variable_def.save_slice_info_def.CopyFrom(part.to_proto())
     variable_defs[name] = variable_def.SerializeToString()
+    if name not in saved:
+      continue
     keys.append(name if part is None else part.full_name)
     slices.append('' if part is None else part.spec)
     reads.append(f'{name}/Read/ReadVariableOp')
     dtypes.append(dtype)
+  if not saved:
+    return nodes, variable_defs, None  # TF1's Saver refused to save nothing
   strings = _type(tf.string.as_datatype_enum)
   def constant(node_name, values):
     return _node(node_name, 'Const', dtype=strings, value=_attr(
@@ -149,36 +177,40 @@ def _variable_and_saver_nodes(variables):
   scalar_string = {'dtype': strings, 'shape': _attr(shape=tf.TensorShape([]).as_proto())}
   dtype_list = _attr(list=attr_value_pb2.AttrValue.ListValue(type=dtypes))
   nodes += [
-      _node('save/filename/input', 'Const', dtype=strings,
+      _node(f'{scope}/filename/input', 'Const', dtype=strings,
             value=_attr(tensor=tf.make_tensor_proto('model'))),
-      _node('save/filename', 'PlaceholderWithDefault', ['save/filename/input'],
+      _node(f'{scope}/filename', 'PlaceholderWithDefault',
+            [f'{scope}/filename/input'], **scalar_string),
+      _node(f'{scope}/Const', 'PlaceholderWithDefault', [f'{scope}/filename'],
             **scalar_string),
-      _node('save/Const', 'PlaceholderWithDefault', ['save/filename'], **scalar_string),
-      constant('save/SaveV2/tensor_names', keys),
-      constant('save/SaveV2/shape_and_slices', slices),
-      _node('save/SaveV2', 'SaveV2', ['save/Const', 'save/SaveV2/tensor_names',
-                                      'save/SaveV2/shape_and_slices'] + reads,
+      constant(f'{scope}/SaveV2/tensor_names', keys),
+      constant(f'{scope}/SaveV2/shape_and_slices', slices),
+      _node(f'{scope}/SaveV2', 'SaveV2',
+            [f'{scope}/Const', f'{scope}/SaveV2/tensor_names',
+             f'{scope}/SaveV2/shape_and_slices'] + reads,
             dtypes=dtype_list),
-      _node('save/control_dependency', 'Identity', ['save/Const', '^save/SaveV2'],
-            T=strings),
-      constant('save/RestoreV2/tensor_names', keys),
-      constant('save/RestoreV2/shape_and_slices', slices),
-      _node('save/RestoreV2', 'RestoreV2', ['save/Const', 'save/RestoreV2/tensor_names',
-                                            'save/RestoreV2/shape_and_slices'],
+      _node(f'{scope}/control_dependency', 'Identity',
+            [f'{scope}/Const', f'^{scope}/SaveV2'], T=strings),
+      constant(f'{scope}/RestoreV2/tensor_names', keys),
+      constant(f'{scope}/RestoreV2/shape_and_slices', slices),
+      _node(f'{scope}/RestoreV2', 'RestoreV2',
+            [f'{scope}/Const', f'{scope}/RestoreV2/tensor_names',
+             f'{scope}/RestoreV2/shape_and_slices'],
             dtypes=dtype_list)]
   assigns = []
-  for i, (name, dtype) in enumerate(zip(variables, dtypes)):
+  for i, (name, dtype) in enumerate(zip(saved, dtypes)):
     suffix = f'_{i}' if i else ''
     nodes += [
-        _node(f'save/Identity{suffix}', 'Identity',
-              [f'save/RestoreV2:{i}' if i else 'save/RestoreV2'], T=_type(dtype)),
-        _node(f'save/AssignVariableOp{suffix}', 'AssignVariableOp',
-              [name, f'save/Identity{suffix}'], dtype=_type(dtype))]
-    assigns.append(f'^save/AssignVariableOp{suffix}')
-  nodes.append(_node('save/restore_all', 'NoOp', assigns))
+        _node(f'{scope}/Identity{suffix}', 'Identity',
+              [f'{scope}/RestoreV2:{i}' if i else f'{scope}/RestoreV2'], T=_type(dtype)),
+        _node(f'{scope}/AssignVariableOp{suffix}', 'AssignVariableOp',
+              [name, f'{scope}/Identity{suffix}'], dtype=_type(dtype))]
+    assigns.append(f'^{scope}/AssignVariableOp{suffix}')
+  nodes.append(_node(f'{scope}/restore_all', 'NoOp', assigns))
   saver_def = saver_pb2.SaverDef(
-      filename_tensor_name='save/Const:0', save_tensor_name='save/control_dependency:0',
-      restore_op_name='save/restore_all', max_to_keep=5,
+      filename_tensor_name=f'{scope}/Const:0',
+      save_tensor_name=f'{scope}/control_dependency:0',
+      restore_op_name=f'{scope}/restore_all', max_to_keep=5,
       keep_checkpoint_every_n_hours=10000, version=saver_pb2.SaverDef.V2)
   return nodes, variable_defs, saver_def
 
