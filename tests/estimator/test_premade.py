@@ -5,7 +5,9 @@ data/tf215_premade.json (variables, evaluate(), predict(), serving signatures)
 and data/tf215_model_dir (a DNNLinearCombinedClassifier at step 5). Here tfmon
 builds the same cases from the same definition: from the same seed it must
 give TF 2.15's variable names, values, metrics and predictions; from TF 2.15's
-checkpoint, TF 2.15's metrics, before and after training on.
+checkpoint, TF 2.15's metrics, before and after training on. The `v1_` cases
+are tf.compat.v1.estimator's (tfmon.estimator.canned.v1): TF 1.x's optimizers,
+slot names, summed losses and metrics.
 """
 
 import functools
@@ -40,7 +42,7 @@ def _recorded():
 
 
 def _cases():
-  return _reference().cases(canned, tf.keras.optimizers, estimator.RunConfig)
+  return _reference().cases(canned, tf.keras.optimizers, estimator.RunConfig, canned.v1)
 
 
 def _assert_matches(expected, actual, where):
@@ -95,7 +97,8 @@ def _evaluate_and_predict(model, name):
 # variants (heads, optimizer settings, dropout) are `slow`, to keep this file fast.
 _QUICK = ('dnn_classifier', 'dnn_classifier_vocabulary', 'dnn_regressor',
           'linear_classifier', 'linear_regressor', 'dnn_linear_combined_classifier',
-          'baseline_classifier', 'dnn_estimator_multi_head')
+          'baseline_classifier', 'dnn_estimator_multi_head', 'v1_dnn_classifier',
+          'v1_dnn_linear_combined_classifier')
 
 
 def _by_speed(names):
@@ -104,7 +107,7 @@ def _by_speed(names):
 
 
 @pytest.mark.parametrize('name', _by_speed(_reference().cases(
-    canned, tf.keras.optimizers, estimator.RunConfig)))
+    canned, tf.keras.optimizers, estimator.RunConfig, canned.v1)))
 def test_a_premade_estimator_trains_evaluates_and_predicts_as_tf215(name, tmp_path):
   recorded = _recorded()[name]
   model = _train(name, tmp_path)
@@ -254,6 +257,15 @@ _X = [tf.feature_column.numeric_column('x')]
 def test_misuse_fails_at_construction_naming_the_value_and_fix(make, message):
   with pytest.raises(ValueError, match=message):
     make()
+
+
+def test_v1_estimators_refuse_keras_optimizers_and_v1_reductions_are_checked():
+  with pytest.raises(ValueError, match='takes a tf.compat.v1.train optimizer'):
+    canned.v1.DNNClassifier([4], _X, optimizer=tf.keras.optimizers.Adagrad())
+  with pytest.raises(ValueError, match="Invalid loss_reduction: 'sum_over_batch_size'"):
+    canned.v1.LinearRegressor(_X, loss_reduction='sum_over_batch_size')
+  with pytest.raises(ValueError, match="Unsupported optimizer name: 'Adamax'"):
+    canned.v1.BaselineClassifier(optimizer='Adamax')
 
 
 def test_a_v1_optimizer_and_an_optimizer_factory_train(tmp_path):

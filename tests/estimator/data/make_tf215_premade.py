@@ -72,7 +72,7 @@ def columns():
                    fc.crossed_column([color, x2_buckets], 7)]}
 
 
-def cases(estimator, keras_optimizers, run_config):
+def cases(estimator, keras_optimizers, run_config, estimator_v1):
   """name -> (make(model_dir), label kind, feature keys or None) for every case.
 
   The baselines read one feature (and the weight): TF 2.15's
@@ -85,6 +85,8 @@ def cases(estimator, keras_optimizers, run_config):
     keras_optimizers: Where `Adagrad` instances come from
       (`tf.keras.optimizers.legacy` under TF 2.15, `tf.keras.optimizers` after).
     run_config: `RunConfig` of that side.
+    estimator_v1: The namespace of tf.compat.v1.estimator's premade estimators
+      (`v1_` cases).
   """
   dense, wide = columns()['dense'], columns()['wide']
 
@@ -149,6 +151,32 @@ def cases(estimator, keras_optimizers, run_config):
           head=estimator.MultiHead([estimator.BinaryClassHead(name='clicked'),
                                     estimator.RegressionHead(name='spent')]),
           hidden_units=[3], feature_columns=dense),
+      'v1_dnn_classifier': case(estimator_v1.DNNClassifier, 'binary', hidden_units=[4, 3],
+                                feature_columns=dense, batch_norm=True),
+      'v1_dnn_classifier_vocabulary': case(
+          estimator_v1.DNNClassifier, 'names', hidden_units=[4], feature_columns=dense,
+          n_classes=3, label_vocabulary=['a', 'b', 'c'], optimizer='Adam',
+          weight_column='w'),
+      'v1_dnn_regressor': case(
+          estimator_v1.DNNRegressor, 'real', hidden_units=[3], feature_columns=dense,
+          optimizer=lambda: tf.compat.v1.train.RMSPropOptimizer(0.01),
+          loss_reduction='weighted_sum_over_batch_size'),
+      'v1_linear_classifier': case(estimator_v1.LinearClassifier, 'binary',
+                                   feature_columns=wide, weight_column='w',
+                                   optimizer=None),
+      'v1_linear_regressor': case(estimator_v1.LinearRegressor, 'real',
+                                  feature_columns=wide,
+                                  optimizer=tf.compat.v1.train.FtrlOptimizer(0.1),
+                                  loss_reduction='weighted_mean'),
+      'v1_dnn_linear_combined_classifier': case(
+          estimator_v1.DNNLinearCombinedClassifier, 'binary', linear_feature_columns=wide,
+          dnn_feature_columns=dense, dnn_hidden_units=[3]),
+      'v1_dnn_linear_combined_regressor': case(
+          estimator_v1.DNNLinearCombinedRegressor, 'real', linear_feature_columns=wide,
+          dnn_feature_columns=dense, dnn_hidden_units=[3], dnn_optimizer='SGD'),
+      'v1_baseline_classifier': case(estimator_v1.BaselineClassifier, 'binary',
+                                     ['x1', 'w'], weight_column='w'),
+      'v1_baseline_regressor': case(estimator_v1.BaselineRegressor, 'real', ['x1']),
   }
 
 
@@ -229,7 +257,8 @@ def main():
   work = tempfile.mkdtemp()
   records = {'tensorflow': tf.__version__, 'seed': SEED, 'steps': STEPS}
   for name, (make, kind, keys) in cases(tf.estimator, tf.keras.optimizers.legacy,
-                                        tf.estimator.RunConfig).items():
+                                        tf.estimator.RunConfig,
+                                        tf.compat.v1.estimator).items():
     records[name] = _record(name, make, kind, keys, work)
   with open(os.path.join(HERE, 'tf215_premade.json'), 'w') as f:
     json.dump(records, f, indent=1, sort_keys=True)

@@ -5,7 +5,7 @@ predictions and serving signatures, so a model_dir TF 2.15 wrote continues here.
 One module per family: head.py and multi_head.py (heads), metrics.py (their
 evaluation metrics), optimizers.py (the optimizers TF 2.15 trained them with),
 dnn.py, linear.py, dnn_linear_combined.py, baseline.py; model_fn_utils.py holds
-the argument checks they share.
+the argument checks they share; v1.py tf.compat.v1.estimator's variants.
 """
 
 from tfmon.estimator.canned.baseline import (BaselineClassifier, BaselineEstimator,
@@ -21,6 +21,7 @@ from tfmon.estimator.canned.head import (BinaryClassHead, Head, LogisticRegressi
 from tfmon.estimator.canned.linear import (LinearClassifier, LinearEstimator,
                                            LinearRegressor)
 from tfmon.estimator.canned.multi_head import MultiHead
+from tfmon.estimator.canned import v1  # tf.compat.v1.estimator's premade estimators
 
 __all__ = ['BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
            'BinaryClassHead', 'DNNClassifier', 'DNNEstimator',
@@ -28,7 +29,7 @@ __all__ = ['BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
            'DNNLinearCombinedRegressor', 'DNNRegressor', 'Head', 'LinearClassifier',
            'LinearEstimator', 'LinearRegressor', 'LogisticRegressionHead', 'MetricKeys',
            'MultiClassHead', 'MultiHead', 'MultiLabelHead', 'PoissonRegressionHead',
-           'PredictionKeys', 'RegressionHead']
+           'PredictionKeys', 'RegressionHead', 'v1']
 
 # TF 2.15's premade estimators not provided, and what to use instead (the
 # reasons: BUILD_NOTES.md, "Premade estimators").

@@ -25,7 +25,8 @@ def _weight_column_key(weight_column):
   return weight_column.key
 
 
-def _baseline_model_fn(features, labels, mode, head, make_optimizer, weight_column):
+def baseline_logits(features, units, weight_column):
+  """The bias `baseline/bias`, one row per example: the logits."""
   utils.check_features(features)
   weight_key = _weight_column_key(weight_column)
   # The batch size is any feature's first dimension; all must agree.
@@ -37,12 +38,17 @@ def _baseline_model_fn(features, labels, mode, head, make_optimizer, weight_colu
   checks = [tf.compat.v1.debugging.assert_equal(sizes[0], size) for size in sizes[1:]]
   with tf.control_dependencies(checks):
     with tf.compat.v1.variable_scope('baseline'):
-      bias = tf.compat.v1.get_variable('bias', [head.logits_dimension], tf.float32,
+      bias = tf.compat.v1.get_variable('bias', [units], tf.float32,
                                        tf.compat.v1.zeros_initializer())
-      logits = bias * tf.ones([sizes[0], head.logits_dimension])
+      return bias * tf.ones([sizes[0], units])
+
+
+def _baseline_model_fn(features, labels, mode, head, make_optimizer, weight_column):
+  logits = baseline_logits(features, head.logits_dimension, weight_column)
 
   def train_op_fn(loss):
-    return optimizers.minimize(make_optimizer(), loss, [bias],
+    return optimizers.minimize(make_optimizer(), loss,
+                               tf.compat.v1.trainable_variables('baseline/'),
                                tf.compat.v1.train.get_or_create_global_step())
 
   return head.create_estimator_spec(

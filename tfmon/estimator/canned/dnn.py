@@ -11,6 +11,8 @@ histogram are summarized. Default optimizer: Adagrad at Keras' default rate
 0.001, as TF 2.15's v2 estimators ran it.
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from tfmon.estimator.canned import head as head_lib
@@ -39,8 +41,11 @@ def _batch_norm(inputs, training, momentum=0.999, epsilon=1e-3):
   """Keras 2's BatchNormalization on a batch of vectors: `(outputs, updates)`."""
   size = inputs.shape[-1]
   def variable(name, initializer, trainable=True):
-    return tf.compat.v1.get_variable(name, [size], tf.float32, initializer,
+    made = tf.compat.v1.get_variable(name, [size], tf.float32, initializer,
                                      trainable=trainable)
+    # Under tf.compat.v1.estimator's partitioner, a PartitionedVariable of one
+    # part, which is updated as itself.
+    return made if isinstance(made, tf.Variable) else list(made)[0]
   gamma = variable('gamma', tf.compat.v1.ones_initializer())
   beta = variable('beta', tf.compat.v1.zeros_initializer())
   moving_mean = variable('moving_mean', tf.compat.v1.zeros_initializer(), False)
@@ -55,12 +60,19 @@ def _batch_norm(inputs, training, momentum=0.999, epsilon=1e-3):
 
 
 def dnn_logits(features, mode, units, hidden_units, feature_columns, activation_fn,
-               dropout, batch_norm):
-  """TF 2.15's DNN in the current graph: `(logits, trainable_variables, update_ops)`."""
+               dropout, batch_norm, scope='dnn', input_layer_partitioner=None):
+  """TF 2.15's DNN in the current graph: `(logits, trainable_variables, update_ops)`.
+
+  Built in variable scope `scope` (None: the current one, which
+  tf.compat.v1.estimator's DNN entered with a partitioner itself), the input
+  layer partitioned by `input_layer_partitioner` if given.
+  """
   training = mode == ModeKeys.TRAIN
   update_ops = []
-  with utils.new_variables() as variables, tf.compat.v1.variable_scope('dnn'):
-    with tf.compat.v1.variable_scope('input_from_feature_columns'):
+  with utils.new_variables() as variables, (
+      tf.compat.v1.variable_scope(scope) if scope else contextlib.nullcontext()):
+    with tf.compat.v1.variable_scope('input_from_feature_columns',
+                                     partitioner=input_layer_partitioner):
       net = tf.compat.v1.feature_column.input_layer(features, list(feature_columns))
     for i, size in enumerate(hidden_units):
       with tf.compat.v1.variable_scope(f'hiddenlayer_{i}'):

@@ -207,13 +207,16 @@ def _weights(features, weight_column, logits, allow_per_logit=False):
       return tf.identity(weights)
 
 
-def _reduce_loss(unweighted_loss, weights, reduction):
-  """Keras 2's compute_weighted_loss: the weighted sum, over the batch size."""
-  weighted = unweighted_loss * tf.cast(weights, tf.float32)
-  total = tf.reduce_sum(weighted)
+def reduce_loss(unweighted_loss, weights, reduction):
+  """The weighted loss reduced as Keras 2's compute_weighted_loss (and
+  tf.compat.v1.losses' for 'mean' and 'sum_by_nonzero_weights') did."""
+  weights = tf.cast(weights, tf.float32) * tf.ones_like(unweighted_loss)
+  total = tf.reduce_sum(unweighted_loss * weights)
   if reduction == 'sum':
     return total
-  return tf.math.divide_no_nan(total, tf.cast(tf.size(weighted), tf.float32))
+  count = {'sum_over_batch_size': tf.size(weights), 'mean': tf.reduce_sum(weights),
+           'sum_by_nonzero_weights': tf.math.count_nonzero(weights)}[reduction]
+  return tf.math.divide_no_nan(total, tf.cast(count, tf.float32))
 
 
 def _call_loss_fn(loss_fn, labels, logits, features, expected_dimension):
@@ -324,7 +327,7 @@ class Head:
       logits = _check_logits(logits, self.logits_dimension)
       labels = self._processed_labels(logits, labels)
       unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-      loss = _reduce_loss(unweighted, weights, REDUCTIONS[self._loss_reduction])
+      loss = reduce_loss(unweighted, weights, REDUCTIONS[self._loss_reduction])
       if regularization_losses is not None:
         loss += tf.math.add_n(regularization_losses)
       return loss

@@ -10,6 +10,8 @@ same variables and sums. Default optimizer: Ftrl at rate 0.2, as TF 2.15's v2
 estimators ran it. `LinearSDCA` is not provided (see BUILD_NOTES.md).
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from tfmon.estimator.canned import head as head_lib
@@ -42,10 +44,13 @@ def _fraction_of_zero(variables):
   return tf.math.divide_no_nan(tf.math.add_n(zeros), tf.math.add_n(sizes))
 
 
-def linear_logits(features, units, feature_columns, sparse_combiner):
-  """TF 2.15's linear model in the current graph: `(logits, trainable_variables)`."""
+def linear_logits(features, units, feature_columns, sparse_combiner, scope='linear'):
+  """TF 2.15's linear model in the current graph: `(logits, trainable_variables)`,
+  in variable scope `scope` (None: the current one, which
+  tf.compat.v1.estimator's linear model entered with a partitioner itself)."""
   columns_to_variables = {}
-  with utils.new_variables() as variables, tf.compat.v1.variable_scope('linear'):
+  with utils.new_variables() as variables, (
+      tf.compat.v1.variable_scope(scope) if scope else contextlib.nullcontext()):
     logits = tf.compat.v1.feature_column.linear_model(
         features, list(feature_columns), units=units, sparse_combiner=sparse_combiner,
         cols_to_vars=columns_to_variables)
