@@ -8,7 +8,8 @@ import gc
 import tensorflow as tf
 
 from tfmon.compiled.fetch_plan import op
-from tfmon.compiled.graph_capture import Graph, capture_graph
+from tfmon.compiled.graph_capture import Graph
+from tfmon.compiled.graph_replicas import capture_graph
 from tfmon.hook_api import (SessionRunArgs, SessionRunContext, SessionRunHook,
                             SessionRunValues)
 from tfmon.hooks import (CheckpointSaverHook, CheckpointSaverListener,

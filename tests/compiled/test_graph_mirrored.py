@@ -45,3 +45,115 @@ def test_each_replicated_variable_is_listed_once_with_adams_slots(strategy_first
       ['w:0'])
   [w] = trainable
   assert isinstance(w, tf.distribute.DistributedValues)
+
+
+_TRUE_WEIGHTS = np.array([[1.], [2.], [3.], [4.]], np.float32)
+
+
+def _data(rows=64):
+  features = np.random.default_rng(0).normal(size=(rows, 4)).astype(np.float32)
+  return features, features @ _TRUE_WEIGHTS
+
+
+def _optimizer(name):
+  if name == 'adam':
+    return tf.compat.v1.train.AdamOptimizer(0.05)
+  return tf.compat.v1.train.GradientDescentOptimizer(0.05)
+
+
+def _regression(optimizer, x, y):
+  """A TF1 linear regression on `x` and `y`: `(loss, train_op)`."""
+  w = tf.compat.v1.get_variable('w', [4, 1], initializer=tf.compat.v1.zeros_initializer())
+  b = tf.compat.v1.get_variable('b', [1], initializer=tf.compat.v1.zeros_initializer())
+  loss = tf.compat.v1.losses.mean_squared_error(y, tf.matmul(x, w) + b)
+  tf.compat.v1.summary.scalar('replica_loss', loss)
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  return loss, _optimizer(optimizer).minimize(loss, global_step=global_step)
+
+
+class _Losses(tf.compat.v1.train.SessionRunHook):
+  """TF's kind of hook: fetches the loss every run."""
+
+  def __init__(self, loss):
+    self._loss = loss
+    self.values = []
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(self._loss)
+
+  def after_run(self, run_context, run_values):
+    self.values.append(run_values.results)
+
+
+def _train(graph, loss, train_op, directory, feeds=None, steps=20, **kwargs):
+  """Trains with TF's hooks; returns `(weights by name, losses the hook saw)`."""
+  losses = _Losses(loss)
+  with graph.as_default():
+    with tfmon.train.MonitoredTrainingSession(
+        checkpoint_dir=str(directory), save_summaries_steps=5,
+        hooks=[tf.compat.v1.train.StopAtStepHook(last_step=steps),
+               tf.compat.v1.train.NanTensorHook(loss), losses], **kwargs) as sess:
+      step = 0
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict=feeds(step) if feeds else None)
+        step += 1
+  reader = tf.train.load_checkpoint(str(directory))
+  weights = {name: reader.get_tensor(name)
+             for name in reader.get_variable_to_shape_map() if name != '_CHECKPOINTABLE_OBJECT_GRAPH'}
+  return weights, losses.values
+
+
+def _assert_same_training(single, mirrored):
+  (single_weights, single_losses), (mirrored_weights, mirrored_losses) = single, mirrored
+  assert sorted(mirrored_weights) == sorted(single_weights)  # TF1 names, no replica's
+  assert not any('replica' in name for name in mirrored_weights)
+  for name, value in single_weights.items():
+    np.testing.assert_allclose(mirrored_weights[name], value, atol=1e-5, err_msg=name)
+  assert single_weights['global_step'] == mirrored_weights['global_step'] == 20
+  # The hooks see the loss averaged across replicas: the whole batch's.
+  np.testing.assert_allclose(mirrored_losses, single_losses, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('optimizer', ['sgd', 'adam'])
+def test_fed_batches_split_across_replicas_train_as_one_device(tmp_path, optimizer):
+  features, labels = _data()
+
+  def build():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+    y = tf.compat.v1.placeholder(tf.float32, [None, 1], name='y')
+    return (x, y) + _regression(optimizer, x, y)
+
+  def feeds(x, y):
+    def batch(step):
+      start = step * 16 % 64
+      return {x: features[start:start + 16], 'y:0': labels[start:start + 16]}  # by name too
+    return batch
+
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(build)
+  single = _train(graph, loss, train_op, tmp_path / 'single', feeds(x, y))
+  strategy = _mirrored()
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(build, strategy=strategy)
+  assert graph.strategy is strategy and isinstance(train_op, tf.Operation)
+  mirrored = _train(graph, loss, train_op, tmp_path / 'mirrored', feeds(x, y))
+  _assert_same_training(single, mirrored)
+
+
+@pytest.mark.parametrize('optimizer', ['sgd', 'adam'])
+def test_datasets_sharded_by_input_context_train_as_one_device(tmp_path, optimizer):
+  features, labels = _data()
+
+  def build(input_context=None):
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels)).repeat()
+    if input_context is None:
+      batches = dataset.batch(16)
+    else:  # the i-th of every two batches of 8, as TF distributed a dataset
+      batches = dataset.batch(input_context.get_per_replica_batch_size(16)).shard(
+          input_context.num_input_pipelines, input_context.input_pipeline_id)
+    x, y = tf.compat.v1.data.make_one_shot_iterator(batches).get_next()
+    return _regression(optimizer, x, y)
+
+  graph, (loss, train_op) = tfmon.train.capture_graph(build)
+  single = _train(graph, loss, train_op, tmp_path / 'single')
+  graph, (loss, train_op) = tfmon.train.capture_graph(build, strategy=_mirrored())
+  mirrored = _train(graph, loss, train_op, tmp_path / 'mirrored', steps_per_loop=4)
+  _assert_same_training(single, mirrored)

@@ -488,18 +488,28 @@ class GraphCall:
     values only.
     """
     if plan.feeds is None:
-      fed = []  # (index in feed_dict, part of a sparse key or None, tensor)
+      # (index in feed_dict, part of a sparse key or None, tensor, the
+      # `(replica, replicas)` whose share of the value it takes, or None)
+      fed = []
       for i, key in enumerate(feed_dict):
         if isinstance(key, tf.SparseTensor):  # fed its three parts, as TF1 did
-          fed += [(i, part, self._fed_tensor(t)) for part, t in enumerate(_parts(key))]
+          fed += [(i, part, self._fed_tensor(t), None)
+                  for part, t in enumerate(_parts(key))]
+          continue
+        tensor = self._fed_tensor(key)
+        replicas = self.graph.replica_feeds.get(id(tensor))  # see graph_replicas
+        if replicas:
+          fed += [(i, None, t, (r, len(replicas))) for r, t in enumerate(replicas)]
         else:
-          fed.append((i, None, self._fed_tensor(key)))
-      plan.feeds = [(i, part, t, t.dtype, t.shape)
-                    for i, part, t in sorted(fed, key=lambda f: f[2].name)]
+          fed.append((i, None, tensor, None))
+      plan.feeds = [(i, part, t, t.dtype, t.shape, share)
+                    for i, part, t, share in sorted(fed, key=lambda f: f[2].name)]
     values = list(feed_dict.values())  # keys: graph tensors, unhashable here
     feeds = []
-    for i, part, tensor, dtype, shape in plan.feeds:
+    for i, part, tensor, dtype, shape, share in plan.feeds:
       given = values[i] if part is None else _sparse_part(values[i], part, tensor)
+      if share is not None:
+        given = _share_of(given, *share, tensor)
       try:
         value = tf.convert_to_tensor(given, dtype=dtype)
       except (TypeError, ValueError) as e:
@@ -602,7 +612,7 @@ class _Plan:
         self.kinds.append(_VALUE)
     self.records = any(_is_summary(t) for t in self.tensors)
     self.function = None
-    self.feeds = None  # [(index in feed_dict, fed tensor, dtype, shape)]: see _feeds
+    self.feeds = None  # [(index in feed_dict, part, fed tensor, dtype, shape, share)]: see _feeds
 
 
 def _refuse_a_tf2_checkpoint_to_a_tf1_saver(feeds, error):
@@ -635,6 +645,18 @@ def _refuse_a_tf2_checkpoint_to_a_tf1_saver(feeds, error):
 
 def _parts(sparse):
   return [sparse.indices, sparse.values, sparse.dense_shape]
+
+
+def _share_of(value, replica, replicas, tensor):
+  """Replica `replica`'s share of a value fed to a placeholder each of
+  `replicas` replicas has: its rows split as evenly as they go."""
+  value = value.numpy() if isinstance(value, tf.Tensor) else np.asarray(value)
+  if value.ndim == 0 or len(value) < replicas:
+    raise ValueError(
+        f'Cannot feed a value of shape {value.shape} to {tensor.name}, a placeholder '
+        f'of each of {replicas} replicas: feed a batch of at least {replicas} rows, '
+        'which the replicas share.')
+  return np.array_split(value, replicas)[replica]
 
 
 def _sparse_part(value, part, tensor):

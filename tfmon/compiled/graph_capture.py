@@ -59,6 +59,11 @@ class Graph(tf_internals.FuncGraph):
     self._number = next(_graph_numbers)
     self._maybe_updates = []  # conds made in Keras layers' calls
     self._prepared = 0  # how many ops prepare_for_runs has seen
+    # Built once per replica of a strategy (graph_replicas.capture_graph): the
+    # strategy, and `{id(replica 0's placeholder): every replica's}`, whose
+    # feeds GraphCall splits.
+    self.strategy = None
+    self.replica_feeds = {}
 
   @contextlib.contextmanager
   def as_default(self):
@@ -465,17 +470,6 @@ def require_eager_runtime():
         'code reads TF1 shapes (`Dimension.value`, as in `x.shape[1].value`), call '
         'tf.compat.v1.disable_v2_tensorshape() in its place: it keeps the eager '
         'runtime on.')
-
-
-def capture_graph(build):
-  """Runs `build()` inside a new `Graph`; returns `(graph, what build returned)`.
-
-  For scripts that build their graph in a function: create the session inside
-  `with graph.as_default():` to run it.
-  """
-  graph = Graph()
-  with graph.as_default():
-    return graph, build()
 
 
 # Ops that take a variable's handle and change nothing.

@@ -81,13 +81,32 @@ def tensors_held_by(hooks):
   return tensors
 
 
+def strategy_of(graph, strategy):
+  """The strategy a session on `graph` runs under: the one the graph was built
+  under (`capture_graph(build, strategy=...)`), or None; `strategy` (the
+  session's argument, or the one in scope) must be that one or None.
+
+  Raises:
+    ValueError: with the fix, for a strategy the graph was not built under.
+  """
+  if graph.strategy is None:
+    if strategy is not None:
+      raise ValueError(
+          f'strategy={strategy!r} with a captured TF1 graph built without it: the '
+          'graph holds one copy of the model. Build it in a function, once per '
+          'replica: `graph, outputs = tfmon.train.capture_graph(build, '
+          'strategy=strategy)` (docs/distribution.md), and create the session '
+          'inside `with graph.as_default():`.')
+    return None
+  if strategy is not None and strategy is not graph.strategy:
+    raise ValueError(
+        f'strategy={strategy!r} differs from {graph.strategy!r}, which the captured '
+        'graph was built under (capture_graph): pass that one, or none.')
+  return graph.strategy
+
+
 def refuse_unsupported(graph, strategy, jit_compile):
   """Raises ValueError, with the fix, for what a captured graph cannot run yet."""
-  if strategy is not None:
-    raise ValueError(
-        f'strategy={strategy!r} with a captured TF1 graph: a tfmon.Graph runs on '
-        'one device set. Build the model as a step function (docs/porting.md) '
-        'to train under a strategy.')
   if jit_compile:
     raise ValueError(
         f'jit_compile={jit_compile!r} with a captured TF1 graph is not supported: '

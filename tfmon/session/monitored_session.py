@@ -161,6 +161,8 @@ class _MonitoredSession:
     if self._graph is not None:  # TF1 hooks run in graph mode
       self._hooks = graph_mode.hooks_for(self._hooks, self._graph)
     strategy = _resolve_strategy(strategy)
+    if self._graph is not None:  # the one it was built under (capture_graph)
+      strategy = graph_mode.strategy_of(self._graph, strategy)
     if jit_compile and strategy and strategy.num_replicas_in_sync > 1:
       raise ValueError(
           f'jit_compile={jit_compile!r} with {strategy!r}: XLA compiles each whole '
@@ -223,7 +225,7 @@ class _MonitoredSession:
   def _scope(self):
     """The session's strategy's scope (nothing to enter for TF's default one),
     or for a captured graph, running eagerly below its hooks."""
-    if self._graph is not None:
+    if self._graph is not None:  # built under its strategy, if any
       return graph_capture.running(self._graph)
     return self._strategy.scope() if self._strategy else contextlib.nullcontext()
 
