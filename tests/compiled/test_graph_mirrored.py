@@ -157,3 +157,102 @@ def test_datasets_sharded_by_input_context_train_as_one_device(tmp_path, optimiz
   graph, (loss, train_op) = tfmon.train.capture_graph(build, strategy=_mirrored())
   mirrored = _train(graph, loss, train_op, tmp_path / 'mirrored', steps_per_loop=4)
   _assert_same_training(single, mirrored)
+
+
+def _fed_build(optimizer='sgd'):
+  def build():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+    y = tf.compat.v1.placeholder(tf.float32, [None, 1], name='y')
+    return (x, y) + _regression(optimizer, x, y)
+  return build
+
+
+def _batches(x, y):
+  features, labels = _data()
+
+  def batch(step):
+    start = step * 16 % 64
+    return {x: features[start:start + 16], y: labels[start:start + 16]}
+  return batch
+
+
+def test_one_optimizer_update_per_variable_and_step():
+  graph, (x, y, _, train_op) = tfmon.train.capture_graph(_fed_build('adam'),
+                                                         strategy=_mirrored())
+  applies = [op for op in graph.get_operations() if op.type == 'ResourceApplyAdam']
+  # One update of each replica's copy of w and b: 2 variables x 2 replicas.
+  assert len(applies) == 4
+  assert sorted(op.inputs[0].op.name for op in applies) == [
+      'b', 'b/replica_1', 'w', 'w/replica_1']
+  with graph.as_default():
+    with tfmon.train.MonitoredSession() as sess:
+      feeds = _batches(x, y)
+      for step in range(3):
+        sess.run(train_op, feed_dict=feeds(step))
+      global_step = tf.compat.v1.train.get_global_step()
+      beta1_power = [v for v in tf.compat.v1.global_variables() if v.name == 'beta1_power:0'][0]
+      assert sess.run(global_step) == 3
+      # Adam's finish ran once a step: beta1 ** (steps + 1).
+      np.testing.assert_allclose(sess.run(beta1_power), 0.9 ** 4, rtol=1e-6)
+
+
+def test_a_mirrored_checkpoint_restores_into_the_unreplicated_graph(tmp_path):
+  build = _fed_build()
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(build)
+  straight, _ = _train(graph, loss, train_op, tmp_path / 'straight', _batches(x, y))
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(build, strategy=_mirrored())
+  # 8 steps, two rounds of the 4 batches: the resumed run starts at batch 0.
+  _train(graph, loss, train_op, tmp_path / 'resumed', _batches(x, y), steps=8)
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(build)
+  resumed, _ = _train(graph, loss, train_op, tmp_path / 'resumed', _batches(x, y))
+  for name, value in straight.items():
+    np.testing.assert_allclose(resumed[name], value, atol=1e-5, err_msg=name)
+
+
+def test_summaries_and_names_are_replica_zeros():
+  graph, _ = tfmon.train.capture_graph(_fed_build(), strategy=_mirrored())
+  summaries = graph.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+  assert [s.op.name for s in summaries] == ['replica_loss']
+  assert graph.as_graph_element('x:0') is graph.replica_feeds[id(graph.as_graph_element('x:0'))][0]
+
+
+def test_a_one_device_strategy_runs_the_graph_on_its_device(tmp_path):
+  build = _fed_build()
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(build)
+  single = _train(graph, loss, train_op, tmp_path / 'single', _batches(x, y))
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(
+      build, strategy=tf.distribute.OneDeviceStrategy('/cpu:1'))
+  _assert_same_training(single, _train(graph, loss, train_op, tmp_path / 'one', _batches(x, y)))
+
+
+def test_a_dataset_every_replica_reads_whole_is_warned_of(caplog):
+  def build():
+    dataset = tf.data.Dataset.from_tensor_slices(_data()).repeat().batch(8)
+    return _regression('sgd', *tf.compat.v1.data.make_one_shot_iterator(dataset).get_next())
+
+  tfmon.train.capture_graph(build, strategy=_mirrored())
+  assert 'each of the 2 replicas reads the whole dataset' in caplog.text
+
+
+def test_strategies_a_graph_was_not_built_under_are_refused_with_the_fix():
+  strategy = _mirrored()
+  graph, _ = tfmon.train.capture_graph(_fed_build())
+  with graph.as_default():
+    with pytest.raises(ValueError, match=r'capture_graph\(build, strategy=strategy\)'):
+      tfmon.train.MonitoredSession(strategy=strategy)
+  graph, _ = tfmon.train.capture_graph(_fed_build(), strategy=strategy)
+  with graph.as_default():
+    with pytest.raises(ValueError, match='which the captured graph was built under'):
+      tfmon.train.MonitoredSession(strategy=_mirrored())
+    with pytest.raises(ValueError, match='XLA cannot compile across devices'):
+      tfmon.train.MonitoredSession(jit_compile=True)
+  with pytest.raises(ValueError, match='MirroredStrategy or OneDeviceStrategy'):
+    tfmon.train.capture_graph(_fed_build(), strategy=tf.distribute.get_strategy())
+
+
+def test_a_batch_smaller_than_the_replicas_is_refused():
+  graph, (x, y, _, train_op) = tfmon.train.capture_graph(_fed_build(), strategy=_mirrored())
+  with graph.as_default():
+    with tfmon.train.MonitoredSession() as sess:
+      with pytest.raises(ValueError, match='feed a batch of at least 2 rows'):
+        sess.run(train_op, feed_dict={x: np.ones([1, 4]), y: np.ones([1, 1])})
