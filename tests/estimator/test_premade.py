@@ -119,6 +119,15 @@ def test_a_premade_estimator_trains_evaluates_and_predicts_as_tf215(name, tmp_pa
   _assert_matches(recorded['predict'], predictions, 'predict')
 
 
+def test_constructors_take_tf215s_parameters_and_defaults():
+  reference, recorded = _reference(), _recorded()
+  for namespace, key, names in ((canned, 'constructors', reference.ESTIMATORS +
+                                 reference.HEADS),
+                                (canned.v1, 'v1_constructors', reference.ESTIMATORS)):
+    for name in names:
+      assert reference.constructor(getattr(namespace, name)) == recorded[key][name], name
+
+
 def test_the_binary_classifier_has_tf215s_keys():
   recorded = _recorded()['dnn_linear_combined_classifier']
   assert sorted(recorded['evaluate']) == [
@@ -310,3 +319,15 @@ def test_a_head_in_a_model_fn_takes_sparse_string_labels(tmp_path):
   model.train(input_fn, steps=3)
   assert {'training/Adagrad/w/accumulator', 'w'} <= set(model.get_variable_names())
   assert model.evaluate(input_fn, steps=1)['average_loss'] < np.log(2.0)
+
+
+def test_a_v1_estimator_trains_a_head_with_its_v1_optimizer(tmp_path):
+  reference = _reference()
+  model = canned.v1.DNNEstimator(canned.BinaryClassHead(), [3],
+                                 reference.columns()['dense'], model_dir=str(tmp_path),
+                                 optimizer='SGD')
+  model.train(reference.input_fn('binary'), steps=2)
+  names = model.get_variable_names()
+  # TF 1.x's slot-less SGD; the v2 head's keys.
+  assert 'dnn/logits/kernel' in names and not any('SGD' in n for n in names)
+  assert 'auc_precision_recall' in model.evaluate(reference.input_fn('binary', epochs=1))

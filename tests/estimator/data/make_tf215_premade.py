@@ -10,7 +10,7 @@ It trains each case below `STEPS` steps from `RunConfig(tf_random_seed=SEED)` on
 the tiny data of `features()`/`labels()` (no shuffling), and writes
 `tf215_premade.json`: per case, the variables of the checkpoint (names and
 values), `evaluate()`'s results, `predict()`'s outputs and the serving
-signatures of `export_saved_model`. For `CONTINUED`, it also keeps its
+signatures of `export_saved_model`, and the constructors' parameters. For `CONTINUED`, it also keeps its
 model_dir (`tf215_model_dir/`: the checkpoint of step STEPS, a few KB) and
 records the evaluation after TF 2.15 trained it STEPS more steps, which
 tfmon must reproduce by continuing that directory.
@@ -19,6 +19,7 @@ The cases are written against a namespace (`tf.estimator` here, tfmon's in the
 test), so both sides build the same estimators from this one definition.
 """
 
+import inspect
 import json
 import os
 import shutil
@@ -252,10 +253,28 @@ def _record(name, make, kind, keys, work):
   return record
 
 
+ESTIMATORS = ('BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
+              'DNNClassifier', 'DNNEstimator', 'DNNLinearCombinedClassifier',
+              'DNNLinearCombinedEstimator', 'DNNLinearCombinedRegressor', 'DNNRegressor',
+              'LinearClassifier', 'LinearEstimator', 'LinearRegressor')
+HEADS = ('BinaryClassHead', 'LogisticRegressionHead', 'MultiClassHead', 'MultiHead',
+         'MultiLabelHead', 'PoissonRegressionHead', 'RegressionHead')
+
+
+def constructor(cls):
+  """`[name, default]` of each parameter of `cls`'s constructor (functions by name)."""
+  return [[p.name, p.default.__name__ if callable(p.default) else repr(p.default)]
+          for p in inspect.signature(cls.__init__).parameters.values()][1:]
+
+
 def main():
   assert tf.__version__.startswith('2.15'), 'run this with TensorFlow 2.15'
   work = tempfile.mkdtemp()
-  records = {'tensorflow': tf.__version__, 'seed': SEED, 'steps': STEPS}
+  records = {'tensorflow': tf.__version__, 'seed': SEED, 'steps': STEPS,
+             'constructors': {name: constructor(getattr(tf.estimator, name))
+                              for name in ESTIMATORS + HEADS},
+             'v1_constructors': {name: constructor(getattr(tf.compat.v1.estimator, name))
+                                 for name in ESTIMATORS}}
   for name, (make, kind, keys) in cases(tf.estimator, tf.keras.optimizers.legacy,
                                         tf.estimator.RunConfig,
                                         tf.compat.v1.estimator).items():

@@ -292,10 +292,10 @@ class LinearEstimator(Estimator):
   Ftrl at min(0.2, 1/sqrt(number of columns))); `partitioner` is unused."""
 
   def __init__(self, head, feature_columns, model_dir=None, optimizer='Ftrl',
-               config=None, partitioner=None, sparse_combiner='sum'):
+               config=None, partitioner=None, sparse_combiner='sum', warm_start_from=None):
     del partitioner
     self._build(utils.check_estimator_head(head), feature_columns, model_dir, optimizer,
-                config, None, sparse_combiner)
+                config, warm_start_from, sparse_combiner)
 
   def _build(self, head, feature_columns, model_dir, optimizer, config, warm_start_from,
              sparse_combiner):
@@ -354,11 +354,12 @@ class DNNLinearCombinedEstimator(Estimator):
   def __init__(self, head, model_dir=None, linear_feature_columns=None,
                linear_optimizer='Ftrl', dnn_feature_columns=None, dnn_optimizer='Adagrad',
                dnn_hidden_units=None, dnn_activation_fn=tf.nn.relu, dnn_dropout=None,
-               input_layer_partitioner=None, config=None, linear_sparse_combiner='sum'):
+               input_layer_partitioner=None, config=None, batch_norm=False,
+               linear_sparse_combiner='sum'):
     del input_layer_partitioner
     self._build(utils.check_estimator_head(head), model_dir, linear_feature_columns,
                 linear_optimizer, dnn_feature_columns, dnn_optimizer, dnn_hidden_units,
-                dnn_activation_fn, dnn_dropout, config, None, False,
+                dnn_activation_fn, dnn_dropout, config, None, batch_norm,
                 linear_sparse_combiner)
 
   def _build(self, head, model_dir, linear_feature_columns, linear_optimizer,
