@@ -432,8 +432,10 @@ def test_v1_optimizers_scale_a_mean_loss_by_the_replicas_under_estimators_flag()
     loss = tf.compat.v1.losses.mean_squared_error([1.], [0.])  # a MEAN reduction
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(1.)
     assert optimizer._scale_loss(loss) is loss  # pylint: disable=protected-access
+    assert not tf_internals.loss_scaled_by_optimizer(tf.compat.v1.get_default_graph())
     with tf_internals.scale_loss_as_estimator(strategy):
       assert optimizer._scale_loss(loss) is not loss  # pylint: disable=protected-access
+    assert tf_internals.loss_scaled_by_optimizer(tf.compat.v1.get_default_graph())
 
 
 def test_variable_creators_of_a_lower_priority_run_after_tfs_own():

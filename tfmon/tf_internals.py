@@ -241,6 +241,13 @@ def scale_loss_as_estimator(strategy):
   return strategy._scale_loss_for_estimator_enabled()  # pylint: disable=protected-access
 
 
+def loss_scaled_by_optimizer(graph):
+  """Whether the last v1 optimizer built in `graph` divided its loss by the
+  number of replicas (Optimizer._scale_loss marks the graph): TF's Estimator
+  then reported the replicas' mean loss, else their sum."""
+  return getattr(graph, '_is_loss_scaled_by_optimizer', False)
+
+
 def save_slice_info(variable):
   """A part of a partitioned variable's `_save_slice_info` (`full_name`,
   `var_offset`, `var_shape`), which TF1's Saver reads too; None for a whole one."""

@@ -107,7 +107,8 @@ def test_misuse_fails_early_naming_the_fix(tmp_path):
     estimator.Estimator(lambda inputs, mode: None)
   with pytest.raises(ValueError, match='train_distribute=.*tfmon.estimator runs a '
                      'model_fn in one process'):
-    estimator.RunConfig(train_distribute=tf.distribute.MirroredStrategy(['/cpu:0']))
+    estimator.RunConfig(train_distribute=tf.distribute.experimental.CentralStorageStrategy(
+        ['/cpu:0']))
   model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
   with pytest.raises(ValueError, match='Can not provide both steps and max_steps.'):
     model.train(_train_input, steps=1, max_steps=1)

@@ -90,12 +90,14 @@ def test_replace_takes_what_tfs_took_and_checks_it():
   assert config.save_checkpoints_steps == 5  # unchanged
   with pytest.raises(ValueError, match=r"\['task_type'\] cannot be replaced"):
     config.replace(task_type='ps')
-  with pytest.raises(ValueError, match='train_distribute=.*OneDeviceStrategy is accepted'):
-    config.replace(train_distribute=tf.distribute.MirroredStrategy(['/cpu:0']))
+  with pytest.raises(ValueError, match='train_distribute=.*OneDeviceStrategy or none'):
+    config.replace(train_distribute=tf.distribute.experimental.CentralStorageStrategy(
+        ['/cpu:0']))
 
 
 @pytest.mark.parametrize('arguments, message', [
-    ({'eval_distribute': tf.distribute.MirroredStrategy(['/cpu:0'])}, 'eval_distribute='),
+    ({'eval_distribute': tf.distribute.experimental.CentralStorageStrategy(['/cpu:0'])},
+     'eval_distribute='),
     ({'experimental_distribute': object()}, 'experimental_distribute='),
     ({'device_fn': lambda op, other: ''}, r"device_fn has arguments \['other'\]"),
     ({'session_config': {'allow_soft_placement': True}}, 'ConfigProto'),

@@ -36,6 +36,7 @@ from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
 from tfmon.compiled import meta_graph
 from tfmon.estimator import export as export_lib
+from tfmon.estimator import replicated
 from tfmon.estimator import run_config as run_config_lib
 from tfmon.estimator import warm_start
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys, RunConfig
@@ -169,10 +170,18 @@ class Estimator:
     config = self._config
     with self._graph():
       self._seed()
-      global_step = tf.compat.v1.train.get_or_create_global_step()
-      features, labels, input_hooks = self._input(input_fn, ModeKeys.TRAIN)
-      spec = self._call_model_fn(features, labels, ModeKeys.TRAIN,
-                                 strategy=config.train_distribute)
+      with replicated.scope(config.train_distribute):  # mirrored, as TF's
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+      if replicated.replicas(config.train_distribute) > 1:  # a MirroredStrategy
+        spec, initializer = replicated.train_spec(
+            config.train_distribute,
+            input_fn(**input_fn_kwargs(input_fn, ModeKeys.TRAIN, self._params, config)),
+            self._call_model_fn)
+        input_hooks = [_IteratorInitializerHook(initializer)]
+      else:
+        features, labels, input_hooks = self._input(input_fn, ModeKeys.TRAIN)
+        spec = self._call_model_fn(features, labels, ModeKeys.TRAIN,
+                                   strategy=config.train_distribute)
       if not warm_start.holds_checkpoint(self._model_dir):
         self._maybe_warm_start(None)
       # TensorBoard's loss curve, unless the model_fn made one, as TF1's did.
@@ -659,7 +668,10 @@ def input_fn_kwargs(input_fn, mode, params, config):
                     'strategy; bind others with functools.partial or a lambda).')
   available = {'mode': mode, 'params': params, 'config': config}
   if strategy:
-    available['input_context'] = tf.distribute.InputContext()
+    # One input pipeline; training under a MirroredStrategy deals its batches
+    # to the replicas (replicated.py), evaluation runs unreplicated.
+    available['input_context'] = tf.distribute.InputContext(
+        num_replicas_in_sync=replicated.replicas(strategy) if mode == ModeKeys.TRAIN else 1)
   return {k: v for k, v in available.items() if k in parameters}
 
 

@@ -5,9 +5,12 @@ What tfmon does with each setting (TF 2.15's Estimator read them all):
   - `session_config`: given to the sessions, which warn of what it asks beyond
     TF2's defaults (configure `tf.config` instead);
   - `device_fn`: the device function the graphs are built under, as TF's;
-  - `train_distribute` / `eval_distribute`: None, or a `OneDeviceStrategy`,
-    whose device the model_fn is built on (a one-device strategy replicates
-    nothing); any other strategy is refused, naming the fix;
+  - `train_distribute`: None, a `OneDeviceStrategy` (the device the model_fn
+    is built on), or a `MirroredStrategy`: trains as TF's Estimator did, the
+    model_fn once per replica (estimator/replicated.py);
+  - `eval_distribute`: None, or either strategy: evaluation runs unreplicated
+    on its first device (and says so), `steps` counting batches of input_fn;
+    any other strategy is refused, naming the fix;
   - TF_CONFIG's `cluster` and `task`: read as TF read them (`cluster_spec`,
     `task_type`, `task_id`, `is_chief`, `master`, `num_ps_replicas`,
     `num_worker_replicas`, `global_id_in_cluster`); an Estimator refuses to
@@ -49,18 +52,26 @@ class TaskType:
 
 
 def check_strategy(strategy, name):
-  """Returns `strategy` (None or a OneDeviceStrategy); refuses any other."""
+  """Returns `strategy` (None, a OneDeviceStrategy or a MirroredStrategy);
+  refuses any other."""
   if strategy is None or isinstance(strategy, tf.distribute.OneDeviceStrategy):
     return strategy
+  if isinstance(strategy, tf.distribute.MirroredStrategy):
+    if name == 'eval_distribute' and strategy.num_replicas_in_sync > 1:
+      logging.info('eval_distribute=%r: evaluation runs unreplicated, on the '
+                   "strategy's first device; `steps` counts batches of input_fn.",
+                   strategy)
+    return strategy
   raise ValueError(
-      f'{name}={strategy!r}: tfmon.estimator runs a model_fn in one process '
-      'without a strategy (tf.distribute.OneDeviceStrategy is accepted). Train '
-      'under a strategy with a step function and '
-      'tfmon.train.MonitoredTrainingSession(strategy=...).')
+      f'{name}={strategy!r}: tfmon.estimator runs a model_fn in one process, under '
+      'tf.distribute.MirroredStrategy (the devices of this process), '
+      'OneDeviceStrategy or none. Train on several processes with a step function '
+      'and tfmon.train.MonitoredTrainingSession(strategy=...).')
 
 
 def strategy_device(strategy):
-  """The device a OneDeviceStrategy computes on, or None."""
+  """The device a OneDeviceStrategy computes on (a MirroredStrategy's first),
+  or None."""
   if strategy is None:
     return None
   return strategy.extended.worker_devices[0]
@@ -82,10 +93,12 @@ class RunConfig:
     keep_checkpoint_max: Checkpoints kept.
     keep_checkpoint_every_n_hours: Also keep one every N hours.
     log_step_count_steps: Log the loss and the step rate every N steps.
-    train_distribute: None, or a `tf.distribute.OneDeviceStrategy`.
+    train_distribute: None, a `tf.distribute.OneDeviceStrategy` or a
+      `tf.distribute.MirroredStrategy` (the model_fn built per replica).
     device_fn: `device_fn(op)` returning the device of each op of the graphs.
     protocol: The servers' protocol (kept; tfmon starts no servers).
-    eval_distribute: None, or a `tf.distribute.OneDeviceStrategy`.
+    eval_distribute: None, or either strategy (evaluation runs unreplicated
+      on its first device).
     experimental_distribute: Must be None.
     experimental_max_worker_delay_secs: Kept (non-chief workers waited; tfmon
       trains one process).
@@ -94,7 +107,7 @@ class RunConfig:
 
   Raises:
     ValueError: both save_checkpoints_steps and save_checkpoints_secs, a
-      strategy other than OneDeviceStrategy, `experimental_distribute`, a
+      strategy other than those, `experimental_distribute`, a
       `device_fn` not taking `op`, a `model_dir` that TF_CONFIG contradicts, or
       a TF_CONFIG TF's RunConfig refused.
   """
