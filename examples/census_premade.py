@@ -22,7 +22,6 @@ import numpy as np
 import tensorflow as tf
 
 from tfmon import estimator
-from tfmon.estimator import canned  # tf.estimator's premade estimators
 
 _MODEL_DIR = flags.DEFINE_string('model_dir', '/tmp/census_model',
                                  'Where the Estimator keeps its checkpoints.')
@@ -119,7 +118,7 @@ def build_estimator(model_dir):
   wide_columns, deep_columns = build_model_columns()
   run_config = estimator.RunConfig(tf_random_seed=7, save_checkpoints_steps=None,
                                    save_checkpoints_secs=600, log_step_count_steps=50)
-  return canned.DNNLinearCombinedClassifier(
+  return estimator.DNNLinearCombinedClassifier(
       model_dir=model_dir, linear_feature_columns=wide_columns,
       linear_optimizer=lambda: tf.keras.optimizers.Ftrl(learning_rate=0.1),
       dnn_feature_columns=deep_columns, dnn_hidden_units=[100, 75, 50, 25],

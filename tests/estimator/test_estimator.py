@@ -163,9 +163,9 @@ def test_a_model_dir_written_by_tf1_continues_training_and_evaluates(tmp_path):
 
 
 def test_what_is_not_provided_says_what_to_use_instead():
-  with pytest.raises(AttributeError, match='no DNNClassifier: premade estimators are '
-                     'not provided: write the model as a model_fn'):
-    estimator.DNNClassifier  # pylint: disable=pointless-statement
+  with pytest.raises(AttributeError, match='no BoostedTreesClassifier: not provided '
+                     r'.*TensorFlow Decision Forests'):
+    estimator.BoostedTreesClassifier  # pylint: disable=pointless-statement
   with pytest.raises(AttributeError, match='no TPUEstimator: it is '
                      'tfmon.estimator.tpu.TPUEstimator'):
     estimator.TPUEstimator  # pylint: disable=pointless-statement

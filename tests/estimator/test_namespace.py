@@ -21,17 +21,6 @@ _MODULES = (('tf.compat.v1.estimator.tpu', 'tfmon.estimator.tpu'),
             ('tf.compat.v1.estimator', 'tfmon.compat.v1.estimator'),
             ('tf.estimator', 'tfmon.estimator'))
 
-# Premade estimators and heads: written in tfmon/estimator/canned/, wired into
-# tfmon.estimator when they land; until then refused naming a model_fn.
-PENDING_PREMADE = {
-    'BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor', 'DNNClassifier',
-    'DNNEstimator', 'DNNRegressor', 'DNNLinearCombinedClassifier',
-    'DNNLinearCombinedEstimator', 'DNNLinearCombinedRegressor', 'LinearClassifier',
-    'LinearEstimator', 'LinearRegressor', 'Head', 'BinaryClassHead',
-    'MultiClassHead', 'MultiLabelHead', 'RegressionHead', 'PoissonRegressionHead',
-    'LogisticRegressionHead', 'MultiHead', 'dnn_logit_fn_builder',
-    'linear_logit_fn_builder'}
-
 # Refused on access, each naming what to use instead.
 REFUSED = {'LinearSDCA': 'Ftrl', 'RNNClassifier': 'model_fn', 'RNNEstimator': 'model_fn',
            'KMeans': 'scikit-learn', 'EmbeddingConfigSpec': 'embedding columns'}
@@ -80,17 +69,13 @@ def test_the_recorded_list_is_tf_215s_whole_namespace():
 def test_every_tf215_name_exists_with_tfs_parameters_or_is_refused(tf_name):
   entry = _TF215[tf_name]
   short = tf_name.rsplit('.', 1)[1]
-  if short in REFUSED or short in PENDING_PREMADE:
-    try:
-      value = _resolve(tf_name)
-    except AttributeError as e:
-      # Refused on access, naming the fix.
-      assert REFUSED.get(short, 'model_fn') in str(e), str(e)
-      assert f'has no {short}:' in str(e), str(e)
-      return
-    assert short in PENDING_PREMADE, f'{tf_name} is refused, yet exists'
-  else:
-    value = _resolve(tf_name)
+  if short in REFUSED:
+    with pytest.raises(AttributeError) as refused:  # on access, naming the fix
+      _resolve(tf_name)
+    assert REFUSED[short] in str(refused.value), str(refused.value)
+    assert f'has no {short}:' in str(refused.value), str(refused.value)
+    return
+  value = _resolve(tf_name)
   if entry['kind'] == 'module':
     assert inspect.ismodule(value), tf_name
     return
@@ -105,14 +90,9 @@ _MEMBERS = sorted((name, member) for name, entry in _TF215.items()
 
 @pytest.mark.parametrize('tf_name, member', _MEMBERS)
 def test_every_member_of_tfs_classes_exists_with_tfs_parameters(tf_name, member):
-  short = tf_name.rsplit('.', 1)[1]
-  if short in REFUSED or short in PENDING_PREMADE:
-    try:
-      cls = _resolve(tf_name)
-    except AttributeError:
-      return  # refused: the test above
-  else:
-    cls = _resolve(tf_name)
+  if tf_name.rsplit('.', 1)[1] in REFUSED:
+    return  # refused: the test above
+  cls = _resolve(tf_name)
   recorded = _TF215[tf_name]['members'][member]
   assert hasattr(cls, member), f'{tf_name}.{member}'
   if isinstance(recorded, dict):

@@ -7,6 +7,7 @@ AttributeError naming what to use instead.
 """
 
 from tfmon import train as _train
+from tfmon.estimator import canned as _canned
 from tfmon.estimator import experimental
 from tfmon.estimator import export
 from tfmon.estimator import inputs
@@ -30,13 +31,7 @@ _HOOK_NAMES = ('CheckpointSaverHook', 'CheckpointSaverListener', 'FeedFnHook',
                'StopAtStepHook', 'SummarySaverHook')
 globals().update({name: getattr(_train, name) for name in _HOOK_NAMES})
 
-__all__ = sorted(('BestExporter', 'Estimator', 'EstimatorSpec', 'EvalSpec', 'Exporter',
-                  'FinalExporter', 'LatestExporter', 'ModeKeys', 'RunConfig',
-                  'TrainSpec', 'VocabInfo', 'WarmStartSettings', 'add_metrics',
-                  'classifier_parse_example_spec', 'experimental', 'export',
-                  'inputs', 'regressor_parse_example_spec', 'tpu',
-                  'train_and_evaluate') + _HOOK_NAMES)
-
+# TF 2.15's premade estimators and heads (tfmon.estimator.canned).
 _PREMADE = ('BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
             'DNNClassifier', 'DNNEstimator', 'DNNRegressor',
             'DNNLinearCombinedClassifier', 'DNNLinearCombinedEstimator',
@@ -44,20 +39,17 @@ _PREMADE = ('BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
             'LinearRegressor', 'Head', 'BinaryClassHead', 'MultiClassHead',
             'MultiLabelHead', 'RegressionHead', 'PoissonRegressionHead',
             'LogisticRegressionHead', 'MultiHead')
+globals().update({name: getattr(_canned, name) for name in _PREMADE})
+
+__all__ = sorted(('BestExporter', 'Estimator', 'EstimatorSpec', 'EvalSpec', 'Exporter',
+                  'FinalExporter', 'LatestExporter', 'ModeKeys', 'RunConfig',
+                  'TrainSpec', 'VocabInfo', 'WarmStartSettings', 'add_metrics',
+                  'classifier_parse_example_spec', 'experimental', 'export',
+                  'inputs', 'regressor_parse_example_spec', 'tpu',
+                  'train_and_evaluate') + _HOOK_NAMES + _PREMADE)
 
 # tf.estimator names tfmon does not provide, and what to use instead.
-_NOT_PROVIDED = {
-    name: ('premade estimators are not provided: write the model as a model_fn '
-           '(tf_keras layers in it: `import tf_keras`; a model_fn refuses Keras 3 '
-           'layers, whose variable names change between modes), or train a Keras '
-           'model with fit')
-    for name in _PREMADE}
-_NOT_PROVIDED.update({
-    name: ('boosted trees are not provided (their ops left TensorFlow): train '
-           'TensorFlow Decision Forests (tensorflow_decision_forests) or another '
-           'gradient-boosting library')
-    for name in ('BoostedTreesClassifier', 'BoostedTreesRegressor',
-                 'BoostedTreesEstimator')})
+_NOT_PROVIDED = dict(_canned.NOT_PROVIDED)
 _NOT_PROVIDED.update({
     name: (f'it is tfmon.estimator.tpu.{name} (tf.compat.v1.estimator.tpu\'s), '
            'which runs with use_tpu=False on CPUs and GPUs')

@@ -188,11 +188,31 @@ _NOT_PROVIDED = {
                      'in a model_fn, or train a Keras model with fit'),
     'KMeans': ('the KMeans estimator is not provided: cluster with '
                "scikit-learn's KMeans, or write the clustering step in a model_fn"),
-    'dnn_logit_fn_builder': ('premade estimators\' logit builders are not provided '
-                             'yet: write the network in a model_fn'),
-    'linear_logit_fn_builder': ('premade estimators\' logit builders are not provided '
-                                'yet: write the model in a model_fn'),
 }
+
+
+def dnn_logit_fn_builder(units, hidden_units, feature_columns, activation_fn, dropout,
+                         input_layer_partitioner, batch_norm):
+  """`logit_fn(features, mode)`: the premade DNN's network in the current
+  variable scope, as TF 2.15's builder made it (its estimators entered 'dnn')."""
+  from tfmon.estimator.canned import dnn  # pylint: disable=import-outside-toplevel
+
+  def dnn_logit_fn(features, mode):
+    return dnn.dnn_logits(features, mode, units, hidden_units, feature_columns,
+                          activation_fn, dropout, batch_norm, scope=None,
+                          input_layer_partitioner=input_layer_partitioner)[0]
+  return dnn_logit_fn
+
+
+def linear_logit_fn_builder(units, feature_columns, sparse_combiner='sum'):
+  """`logit_fn(features)`: the premade linear model in the current variable
+  scope, as TF 2.15's builder made it (its estimators entered 'linear')."""
+  from tfmon.estimator.canned import linear  # pylint: disable=import-outside-toplevel
+
+  def linear_logit_fn(features):
+    return linear.linear_logits(features, units, feature_columns, sparse_combiner,
+                                scope=None)[0]
+  return linear_logit_fn
 
 
 def __getattr__(name):

@@ -2,9 +2,8 @@
 
 They are tfmon.estimator's (TF's v1 Estimator, hooks, specs and exporters
 were the v2 ones, its `inputs` module is `tfmon.estimator.inputs`, its `tpu`
-module `tfmon.estimator.tpu`); the v1 premade estimators, whose defaults
-differed (loss_reduction='weighted_sum', partitioners), are refused as
-tfmon.estimator's premade names are.
+module `tfmon.estimator.tpu`), except the premade estimators, which are the v1
+ones (tfmon.estimator.canned.v1).
 """
 
 import sys
@@ -12,6 +11,16 @@ import sys
 import tfmon.estimator as _v2
 from tfmon.estimator import *  # pylint: disable=wildcard-import,unused-wildcard-import
 from tfmon.estimator import experimental, export, inputs, tpu
+from tfmon.estimator.canned import v1 as _v1_premade
+
+# The v1 premade estimators (their defaults: loss_reduction='weighted_sum',
+# partitioners), with the v2 heads, as TF's v1 namespace had them.
+_V1_PREMADE = ('BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor',
+               'DNNClassifier', 'DNNEstimator', 'DNNRegressor',
+               'DNNLinearCombinedClassifier', 'DNNLinearCombinedEstimator',
+               'DNNLinearCombinedRegressor', 'LinearClassifier', 'LinearEstimator',
+               'LinearRegressor')
+globals().update({name: getattr(_v1_premade, name) for name in _V1_PREMADE})
 
 __all__ = sorted(set(_v2.__all__) | {'inputs', 'tpu'})
 

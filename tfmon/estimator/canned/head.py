@@ -314,6 +314,24 @@ class Head:
     return self._name
 
   @property
+  def logits_dimension(self):
+    """The size of the last dimension of the logits this head takes."""
+    raise NotImplementedError(f'{type(self).__name__} must define logits_dimension.')
+
+  def predictions(self, logits, keys=None):
+    """A dict of prediction tensors from `logits` (those in `keys`, if given)."""
+    raise NotImplementedError(f'{type(self).__name__} must define predictions.')
+
+  def metrics(self, regularization_losses=None):
+    """A dict of the Keras metric objects this head evaluates."""
+    raise NotImplementedError(f'{type(self).__name__} must define metrics.')
+
+  def update_metrics(self, eval_metrics, features, logits, labels, mode=None,
+                     regularization_losses=None):
+    """Updates `eval_metrics` (from `metrics()`) with a batch; returns them."""
+    raise NotImplementedError(f'{type(self).__name__} must define update_metrics.')
+
+  @property
   def loss_reduction(self):
     return self._loss_reduction
 
