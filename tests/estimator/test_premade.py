@@ -331,3 +331,29 @@ def test_a_v1_estimator_trains_a_head_with_its_v1_optimizer(tmp_path):
   # TF 1.x's slot-less SGD; the v2 head's keys.
   assert 'dnn/logits/kernel' in names and not any('SGD' in n for n in names)
   assert 'auc_precision_recall' in model.evaluate(reference.input_fn('binary', epochs=1))
+
+
+def test_the_logit_fn_builders_build_the_premade_networks_in_a_model_fn(tmp_path):
+  # TF 2.15's experimental builders, as model_fns of custom estimators used them.
+  columns = [tf.feature_column.numeric_column('x', shape=[2])]
+
+  def model_fn(features, labels, mode):
+    with tf.compat.v1.variable_scope('dnn'):
+      dnn = estimator.experimental.dnn_logit_fn_builder(
+          1, [3], columns, tf.nn.relu, None, None, False)(features, mode)
+    with tf.compat.v1.variable_scope('linear'):
+      linear = estimator.experimental.linear_logit_fn_builder(1, columns)(features)
+    loss = tf.reduce_mean(tf.square(dnn + linear - labels))
+    return estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train
+                                   .GradientDescentOptimizer(0.1).minimize(
+                                       loss, tf.compat.v1.train.get_global_step()))
+
+  def input_fn():
+    return tf.data.Dataset.from_tensors(
+        ({'x': np.ones([4, 2], np.float32)}, np.ones([4, 1], np.float32))).repeat()
+
+  trained = estimator.Estimator(model_fn, str(tmp_path))
+  trained.train(input_fn, steps=2)
+  assert {'dnn/hiddenlayer_0/kernel', 'dnn/logits/bias',
+          'linear/linear_model/x/weights',
+          'linear/linear_model/bias_weights'} <= set(trained.get_variable_names())
