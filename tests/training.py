@@ -67,3 +67,16 @@ class Job:
 def forget_global_step():
   """Lets the next Job create a new global step, as a new process would."""
   tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+
+
+def mirrored_strategy():
+  """A MirroredStrategy over conftest's two CPUs whose collectives are keyed
+  apart from those of the strategies made before it in the process.
+
+  TensorFlow keys every MirroredStrategy of a process alike (group 1, instance
+  keys from 100 on): a second strategy all-reducing other shapes at the same
+  keys fails ("Shape mismatch in the collective instance 100"). Its class's
+  `_collective_key_base` exists to set them apart in tests.
+  """
+  tf.distribute.MirroredStrategy._collective_key_base += 1000  # pylint: disable=protected-access
+  return tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])

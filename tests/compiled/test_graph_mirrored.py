@@ -6,10 +6,11 @@ import pytest
 import tensorflow as tf
 
 import tfmon
+from tests import training
 
 
 def _mirrored():
-  return tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  return training.mirrored_strategy()
 
 
 def _adam_graph():
@@ -256,3 +257,9 @@ def test_a_batch_smaller_than_the_replicas_is_refused():
     with tfmon.train.MonitoredSession() as sess:
       with pytest.raises(ValueError, match='feed a batch of at least 2 rows'):
         sess.run(train_op, feed_dict={x: np.ones([1, 4]), y: np.ones([1, 1])})
+
+
+def test_the_all_reduces_custom_gradients_do_not_outlive_the_build():
+  before = set(tfmon.tf_internals.custom_gradient_names())
+  tfmon.train.capture_graph(_fed_build(), strategy=_mirrored())
+  assert set(tfmon.tf_internals.custom_gradient_names()) <= before

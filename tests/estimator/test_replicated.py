@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import training
 from tfmon import estimator
 
 
 def _mirrored():
-  return tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  return training.mirrored_strategy()
 
 
 def _data():

@@ -78,11 +78,16 @@ def capture_graph(build, strategy=None):
         num_input_pipelines=replicas, input_pipeline_id=int(replica),
         num_replicas_in_sync=replicas))
 
+  registered = set()
   with graph.as_default(), strategy.scope(), \
-      tf_internals.scale_loss_as_estimator(strategy):
+      tf_internals.scale_loss_as_estimator(strategy), \
+      tf_internals.custom_gradients_registered(registered):
     outputs = strategy.extended.call_for_each_replica(build_replica)
     outputs = tf.nest.map_structure(
         lambda value: _one_value(graph, strategy, value), outputs)
+  # The all-reduces' gradients, registered for good, would hold the graph and
+  # its resources until the process ends; the graph's gradients are built.
+  tf_internals.forget_custom_gradients(registered)
   if replicas > 1 and not takes_context and any(
       op.type in _ITERATORS for op in graph.get_operations()):
     logging.getLogger('tensorflow').warning(

@@ -69,7 +69,9 @@ def train_spec(strategy, dataset, call_model_fn):
     specs[int(tf.get_static_value(context.replica_id_in_sync_group))] = spec
     return spec.loss, spec.train_op
 
-  with strategy.scope(), tf_internals.scale_loss_as_estimator(strategy):
+  registered = set()
+  with strategy.scope(), tf_internals.scale_loss_as_estimator(strategy), \
+      tf_internals.custom_gradients_registered(registered):
     inputs = strategy.experimental_distribute_values_from_function(
         lambda context: elements[context.replica_id_in_sync_group])
     losses, train_ops = strategy.extended.call_for_each_replica(
@@ -79,6 +81,9 @@ def train_spec(strategy, dataset, call_model_fn):
     loss = strategy.reduce(reduction, losses, axis=None)
     train_op = tf.group(*[t if isinstance(t, tf.Operation) else t.op
                           for t in strategy.experimental_local_results(train_ops)])
+  # The all-reduces' gradients would hold the graph until the process ends
+  # (tf_internals.custom_gradients_registered); its gradients are built.
+  tf_internals.forget_custom_gradients(registered)
   first = specs[0]
   graph.strategy = strategy
   return EstimatorSpec(
