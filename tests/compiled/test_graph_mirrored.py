@@ -263,3 +263,22 @@ def test_the_all_reduces_custom_gradients_do_not_outlive_the_build():
   before = set(tfmon.tf_internals.custom_gradient_names())
   tfmon.train.capture_graph(_fed_build(), strategy=_mirrored())
   assert set(tfmon.tf_internals.custom_gradient_names()) <= before
+
+
+def test_tfs_own_monitored_training_session_runs_the_replicated_graph(tmp_path):
+  strategy = _mirrored()
+  graph, (x, y, loss, train_op) = tfmon.train.capture_graph(_fed_build('adam'),
+                                                         strategy=strategy)
+  feeds = _batches(x, y)
+  with graph.as_default():
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), save_checkpoint_steps=5,
+        hooks=[tf.compat.v1.train.StopAtStepHook(last_step=6)]) as sess:
+      step = 0
+      while not sess.should_stop():
+        sess.run(train_op, feed_dict=feeds(step))
+        step += 1
+    # tfmon's session takes the strategy the graph was built under.
+    with tfmon.train.MonitoredSession(strategy=strategy) as sess:
+      assert sess.run(tf.compat.v1.train.get_global_step()) == 6  # eager variables
+  assert tf.train.load_checkpoint(str(tmp_path)).get_tensor('global_step') == 6
