@@ -202,3 +202,24 @@ def test_what_writes_return_is_of_the_graph_and_named_as_tf1s():
         values = run(sess, writes, doubled)
     for value, tf1_value in zip(values, tf1_values):
       np.testing.assert_array_equal(value, tf1_value)
+
+
+def test_variables_made_in_graph_code_take_its_name_scope_as_in_tf1():
+  # tf.Variable takes the name scope; get_variable only the variable scope.
+  def build():
+    with tf.name_scope('dnn'):
+      with tf.compat.v1.name_scope('head'):
+        plain = tf.Variable(1.0, name='plain')
+        unnamed = tf.compat.v1.Variable(2.0)
+        by_scope = tf.compat.v1.get_variable('by_scope', [1])
+    with tf.compat.v1.variable_scope('scope'):
+      in_scope = tf.Variable(1.0, name='in_scope')
+    return [v.name for v in (plain, unnamed, by_scope, in_scope)]
+
+  with tfmon.Graph().as_default():
+    ours = build()
+  with tf.Graph().as_default():
+    tf1 = build()
+  assert tf1 == ['dnn/head/plain:0', 'dnn/head/Variable:0', 'by_scope:0',
+                 'scope/in_scope:0']
+  assert ours == tf1

@@ -201,9 +201,11 @@ class Graph(tf_internals.FuncGraph):
     # Under init_scope (a v1 optimizer's slots, tf_keras' weights) the graph is
     # entered again, in the scope TF1's init_scope kept (_outer_scope); in
     # graph code, not: entering resets the name scope.
-    outer_scope = None if in_graph_code else self._outer_scope()
-    with contextlib.nullcontext() if in_graph_code else self.as_default(), \
-        tf.compat.v1.name_scope(outer_scope):
+    # In graph code the name scope is the one the code is in (`get_variable`
+    # reset it to its variable scope itself; `tf.Variable` takes it).
+    outer_scope = contextlib.nullcontext() if in_graph_code else (
+        tf.compat.v1.name_scope(self._outer_scope()))
+    with contextlib.nullcontext() if in_graph_code else self.as_default(), outer_scope:
       # The name TF1 gave the variable's op: its scope's, taken once here, so
       # the captured handle's op is named exactly so ('global_step', not
       # 'global_step_1': TF1 hooks build names and tags from it).
