@@ -92,6 +92,27 @@ def test_graph_capture_stands_on_wrap_functions_variable_holder_and_prune():
   assert issubclass(tfmon.session.RawSession, tf_internals.SessionInterface)
 
 
+def test_prune_copies_only_the_ops_its_fetches_need():
+  # TF's prune, fed an internal tensor, also copies what computes it.
+  assert tf_internals.CAN_PRUNE_NEEDED  # lift_to_graph takes op_map
+  graph = tfmon.Graph()
+  with graph.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [2], name='x')
+    upstream = x
+    for _ in range(20):
+      upstream = tf.sin(upstream)
+    middle = tf.identity(upstream, name='middle')
+    out = tf.square(middle) + tf.Variable([1.0, 2.0], name='v')
+  wrapped = graph.wrapped_function()
+  tfs = wrapped.prune([middle], [out])
+  ours = tf_internals.prune(wrapped, [middle], [out], {
+      id(op) for op in (out.op, out.op.inputs[0].op, out.op.inputs[1].op,
+                        out.op.inputs[1].op.inputs[0].op)})
+  assert len(ours.graph.get_operations()) < 10 < len(tfs.graph.get_operations())
+  value = tf.constant([0.5, 2.0])
+  np.testing.assert_allclose(ours(value), tfs(value))
+
+
 def test_mode_switches_switch_modes():
   assert tf_internals.CAN_SWITCH_MODE_FAST  # the eager context's is_eager flag
   with tfmon.Graph().as_default():

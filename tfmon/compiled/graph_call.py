@@ -377,7 +377,7 @@ class GraphCall:
     rest = [t for t in tensors if not _is_summary(t)]
     self.functions_built += 1
     if not summaries:
-      pruned = wrapped.prune(sources, rest + operations)
+      pruned = _pruned(wrapped, sources, rest + operations)
       self._keep.append(pruned)
       if not rest:  # see _with_an_output
         pruned = _with_an_output(pruned, sources)
@@ -404,8 +404,8 @@ class GraphCall:
     frontier = _unique([output for t in frontier for output in t.op.outputs])
     source_index = {id(t): i for i, t in enumerate(sources)}
     computed = [t for t in frontier if id(t) not in source_index]
-    main = wrapped.prune(sources, rest + computed + operations)
-    gate = wrapped.prune(frontier, summaries)
+    main = _pruned(wrapped, sources, rest + computed + operations)
+    gate = _pruned(wrapped, frontier, summaries)
 
     def step(record, *inputs):
       # Traced without automatic control dependencies (_calling): those would
@@ -710,6 +710,13 @@ def _with_an_output(pruned, sources):
     return tf.constant(True)
 
   return _calling(call, _specs(sources))
+
+
+def _pruned(wrapped, sources, fetches):
+  """`wrapped.prune(sources, fetches)`, copying only the ops the fetches need
+  (see tf_internals.prune)."""
+  return tf_internals.prune(wrapped, sources, fetches,
+                            _needed_ops(fetches, {id(t.op) for t in sources}))
 
 
 def _needed_ops(elements, stops):
