@@ -43,6 +43,9 @@ this box's speed moves between rounds.
 
   python -m benchmarks.estimator [--model cnn|mlp|both] [--part steady|short|both]
                                  [--rounds N] [--steps N]
+  python -m benchmarks.estimator --part premade [--rounds N] [--tf215 PYTHON]
+      (examples/census_premade.py end to end in fresh processes; with --tf215, also
+      on TF 2.15's tf.estimator through a stand-in `tfmon` package)
 """
 
 import argparse
@@ -50,6 +53,8 @@ import gc
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -265,10 +270,57 @@ def _median_ratio(numerators, denominators):
   return statistics.median(a / b for a, b in zip(numerators, denominators))
 
 
+_CENSUS = os.path.join(os.path.dirname(__file__), '..', 'examples', 'census_premade.py')
+
+# What makes the census example run on TF 2.15's tf.estimator: `tfmon.estimator`
+# as a stand-in package naming TF's, and the Keras 2 optimizers TF 2.15's premade
+# estimators took (its Keras 3-era `tf.keras.optimizers.Adagrad` is Keras 2.15's).
+_TF215_SHIM = {
+    'tfmon/__init__.py': 'import tensorflow as tf\nestimator = tf.estimator\n',
+    'tfmon/estimator/__init__.py': (
+        'import tensorflow as tf\n'
+        "globals().update({k: getattr(tf.estimator, k) for k in dir(tf.estimator) "
+        "if not k.startswith('__')})\n"),
+}
+
+
+def measure_premade(rounds, tf215_python=None):
+  """Seconds from process start to the census example's end (train, evaluate
+  twice, predict, export), in fresh processes: tfmon's, and TF 2.15's with
+  `tf215_python` (a venv with tensorflow-cpu 2.15 and tensorflow-estimator)."""
+  variants = {'tfmon': ([sys.executable, _CENSUS], None)}
+  if tf215_python:
+    shim = tempfile.mkdtemp()
+    for path, text in _TF215_SHIM.items():
+      os.makedirs(os.path.join(shim, os.path.dirname(path)), exist_ok=True)
+      with open(os.path.join(shim, path), 'w') as f:
+        f.write(text)
+    with open(_CENSUS) as f:
+      source = f.read().replace('tf.keras.optimizers.', 'tf.keras.optimizers.legacy.')
+    script = os.path.join(shim, 'census_premade.py')
+    with open(script, 'w') as f:
+      f.write(source)
+    variants['tf215'] = ([tf215_python, script], shim)
+  results = {name: [] for name in variants}
+  for r in range(rounds):
+    names = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
+    for name in names:
+      command, path = variants[name]
+      env = dict(os.environ, PYTHONPATH=path) if path else None
+      start = time.perf_counter()
+      subprocess.run(command + ['--model_dir', tempfile.mkdtemp()], check=True,
+                     env=env, capture_output=True)
+      results[name].append(time.perf_counter() - start)
+  return results
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--model', choices=['cnn', 'mlp', 'both'], default='both')
-  parser.add_argument('--part', choices=['steady', 'short', 'both'], default='both')
+  parser.add_argument('--part', choices=['steady', 'short', 'both', 'premade'],
+                      default='both')
+  parser.add_argument('--tf215', help='premade: a TF 2.15 Python (tensorflow-cpu '
+                      '2.15.1, tensorflow-estimator 2.15.0) to run the example on too')
   parser.add_argument('--rounds', type=int, default=4)
   parser.add_argument('--steps', type=int, default=None,
                       help='steady-state steps timed per round (default: '
@@ -278,6 +330,16 @@ def main():
   args = parser.parse_args()
   if args.worker:
     _worker(args.model, args.worker, args.dir)
+    return
+  if args.part == 'premade':
+    results = measure_premade(args.rounds, args.tf215)
+    print(f'census premade example end to end, seconds from process start '
+          f'({args.rounds} rounds): ' + ', '.join(
+              f'{name} {statistics.median(times):.2f} ({min(times):.2f}-{max(times):.2f})'
+              for name, times in results.items()))
+    if 'tf215' in results:
+      print(f'  tfmon time / tf215 time: {_median_ratio(results["tfmon"], results["tf215"]):.3f}'
+            ' (target <= 1.0)')
     return
   # The tf1 variant's v1 layers in this process (see the docstring).
   os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
