@@ -566,8 +566,7 @@ def _export(estimator, export_dir_base, serving_input_receiver_fn, assets_extra,
   # `.variables`, as TF2 gives a TF1 SavedModel it loads.
   root.variables = global_variables + local_variables
   root.tables = tables
-  functions = {name: _signature_function(graph, signature)
-               for name, signature in signatures.items()}
+  functions = _signature_functions(graph, signatures)
 
   tf.io.gfile.makedirs(export_dir_base)
   export_dir = _timestamped_export_dir(export_dir_base)
@@ -725,24 +724,43 @@ def _restore_by_name(variables, checkpoint):
     variable.assign(reader.get_tensor(keys[name]))
 
 
-def _signature_function(graph, signature):
-  """The signature as a concrete function of one dict, keyed as its inputs.
+def _signature_functions(graph, signatures):
+  """Each signature as a concrete function of one dict, keyed as its inputs.
 
-  The subgraph from the inputs to the outputs is pruned from the graph; the
-  function around it takes a dict (rather than keyword arguments) because
-  input keys need not be Python names ('sepal-length'): the SavedModel keys
-  the signature's inputs by the specs' names.
+  The subgraph from the inputs to the outputs is pruned from the graph once for
+  all signatures of the same inputs (a classifier's four share theirs), and
+  each signature's function calls it for its outputs (the SavedModel keeps it
+  once; TensorFlow drops the outputs a signature does not return). The
+  function takes a dict (rather than keyword arguments) because input keys
+  need not be Python names ('sepal-length'): the SavedModel keys the
+  signature's inputs by the specs' names.
   """
-  keys = list(signature.inputs)
-  pruned = graph.wrapped_function().prune(
-      [signature.inputs[key] for key in keys], signature.outputs)
+  groups = {}  # the inputs, by key -> names of the signatures taking them
+  for name, signature in signatures.items():
+    inputs = tuple(sorted((key, id(t)) for key, t in signature.inputs.items()))
+    groups.setdefault(inputs, []).append(name)
+  functions = {}
+  for names in groups.values():
+    first = signatures[names[0]]
+    keys = list(first.inputs)
+    fetches = list({id(t): t for name in names
+                    for t in tf.nest.flatten(signatures[name].outputs)}.values())
+    pruned = graph.wrapped_function().prune([first.inputs[key] for key in keys], fetches)
+    index = {id(t): i for i, t in enumerate(fetches)}
+    specs = {key: tf.TensorSpec(t.shape, t.dtype, name=key)
+             for key, t in first.inputs.items()}
+    for name in names:
+      serve = _serve(pruned, keys, index, signatures[name].outputs)
+      functions[name] = tf.function(serve, autograph=False).get_concrete_function(specs)
+  return functions
 
+
+def _serve(pruned, keys, index, outputs):
+  """`serve(inputs)`: `outputs` of the inputs dict, by the shared `pruned`."""
   def serve(inputs):
-    return pruned(*[inputs[key] for key in keys])
-
-  specs = {key: tf.TensorSpec(t.shape, t.dtype, name=key)
-           for key, t in signature.inputs.items()}
-  return tf.function(serve, autograph=False).get_concrete_function(specs)
+    values = pruned(*[inputs[key] for key in keys])
+    return tf.nest.map_structure(lambda t: values[index[id(t)]], outputs)
+  return serve
 
 
 # When the directory of this second exists, TF1 waited for the next one.
