@@ -73,6 +73,10 @@ STEP_FUNCTIONS = object()
 # How a flat fetch leaf becomes a result.
 _OUTPUT, _OPERATION, _VARIABLE, _READ_AFTER, _VALUE, _NONE, _SPARSE = range(7)
 
+# Ops reading a run's data (an iterator's, a queue's next elements).
+_DATA_READS = frozenset(['IteratorGetNext', 'IteratorGetNextSync', 'QueueDequeueV2',
+                         'QueueDequeueManyV2', 'QueueDequeueUpToV2', 'ReaderReadV2'])
+
 # Stateful ops that change nothing: reading them twice, or once more, is harmless.
 _READS = graph_capture.RESOURCE_READS | frozenset(
     ['VarHandleOp', 'Placeholder', 'PlaceholderWithDefault', 'Const'])
@@ -349,7 +353,11 @@ class GraphCall:
     (a seed): it changes no other state, needs no placeholder the family does
     not feed, and is no summary unless the family's run trains."""
     if _is_summary(tensor):
-      if not trains:
+      # A training run's: the data they read must be what the family reads (an
+      # iterator's initializer runs an operation too, and reads no data).
+      reads = {i for i in _effects([tensor], stops, self._ops)
+               if self._ops[i].type in _DATA_READS}
+      if not (trains and reads <= effects):
         return False
     elif not _effects([tensor], stops, self._ops) <= effects:
       return False
