@@ -648,12 +648,16 @@ class MultiClassHead(_ClassHead):
     return eval_metrics
 
   def _export_outputs(self, predictions):
-    scores = predictions[PredictionKeys.PROBABILITIES]
-    classification = export_lib.ClassificationOutput(
-        scores=scores,
-        classes=_all_classes(scores, self._n_classes, self._label_vocabulary))
-    return {DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
-            PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
+    return _classification_outputs(predictions, self._n_classes, self._label_vocabulary)
+
+
+def _classification_outputs(predictions, n_classes, label_vocabulary):
+  """The serving signatures of a head scoring `n_classes` classes by probability."""
+  scores = predictions[PredictionKeys.PROBABILITIES]
+  classification = export_lib.ClassificationOutput(
+      scores=scores, classes=_all_classes(scores, n_classes, label_vocabulary))
+  return {DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
+          PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
 
 
 class MultiLabelHead(Head):
@@ -807,12 +811,7 @@ class MultiLabelHead(Head):
     return eval_metrics
 
   def _export_outputs(self, predictions):
-    scores = predictions[PredictionKeys.PROBABILITIES]
-    classification = export_lib.ClassificationOutput(
-        scores=scores,
-        classes=_all_classes(scores, self._n_classes, self._label_vocabulary))
-    return {DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
-            PREDICT_SERVING_KEY: export_lib.PredictOutput(predictions)}
+    return _classification_outputs(predictions, self._n_classes, self._label_vocabulary)
 
 
 class RegressionHead(Head):
