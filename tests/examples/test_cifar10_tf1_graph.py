@@ -49,14 +49,10 @@ def test_the_tutorial_logs_saves_and_names_its_variables_as_in_tf1(tmp_path):
   assert names == tf1_names
   assert {'conv1/weights', 'local3/weights/ExponentialMovingAverage',
           'global_step'} <= names
-
-
-@pytest.mark.slow
-def test_the_tutorials_queue_runner_input_runs_as_in_tf1(tmp_path):
-  # The tutorial's own reader: 16 threads fill a shuffle queue, so batches (and
-  # losses) differ from run to run, in TF1 too; steps, saves and names do not.
-  tf1_logged, tf1_saved, tf1_names = _train('tf1', tmp_path / 'tf1', 'queues')
-  logged, saved, names = _train('tfmon', tmp_path / 'tfmon', 'queues')
-  assert [step for step, _ in logged] == [step for step, _ in tf1_logged] == [0, 5, 10, 15]
-  assert saved == tf1_saved == [0, 10, 20]
-  assert names == tf1_names
+  # The tutorial's own queue-runner reader: 16 threads fill a shuffle queue, so
+  # batches (and losses) differ from run to run, in TF1 too; steps, saves and
+  # names are TF1's (TF1 on this input logged and saved the same, by hand).
+  logged, saved, queue_names = _train('tfmon', tmp_path / 'queues', 'queues')
+  assert [step for step, _ in logged] == [0, 5, 10, 15]
+  assert saved == [0, 10, 20]
+  assert queue_names == tf1_names
