@@ -42,7 +42,7 @@ imports left due (see `_worker`). Ratios are medians of same-round ratios:
 this box's speed moves between rounds.
 
   python -m benchmarks.estimator [--model cnn|mlp|both] [--part steady|short|both]
-                                 [--rounds N] [--steps N]
+                                 [--rounds N] [--steps N] [--device /gpu:0]
   python -m benchmarks.estimator --part premade [--rounds N] [--tf215 PYTHON]
       (examples/census_premade.py end to end in fresh processes; with --tf215, also
       on TF 2.15's tf.estimator through a stand-in `tfmon` package)
@@ -108,8 +108,13 @@ def input_fn():
 # --- The variants. ---
 
 
+_DEVICE = [None]  # --device: where both variants place the model_fn (None: TF's choice)
+
+
 def _train_tfmon(model_fn, model_dir, steps, hooks):
-  config = estimator.RunConfig(save_checkpoints_steps=_NEVER)
+  device = _DEVICE[0]
+  config = estimator.RunConfig(save_checkpoints_steps=_NEVER,
+                               device_fn=device and (lambda op: device))
   estimator.Estimator(model_fn, model_dir=model_dir, config=config).train(
       input_fn, hooks=hooks, steps=steps)
 
@@ -126,7 +131,8 @@ def _train_tf1(model_fn, model_dir, steps, hooks):
     iterator = v1.data.make_initializable_iterator(dataset)
     input_hooks = [_IteratorInitializerHook(iterator.initializer)]
     features, labels = iterator.get_next()
-    spec = model_fn(features=features, labels=labels, mode=estimator.ModeKeys.TRAIN)
+    with tf.compat.v1.device(_DEVICE[0]):  # RunConfig.device_fn's place
+      spec = model_fn(features=features, labels=labels, mode=estimator.ModeKeys.TRAIN)
     if not any(s.op.name == 'loss' for s in v1.get_collection(v1.GraphKeys.SUMMARIES)):
       v1.summary.scalar('loss', spec.loss)
     v1.add_to_collection(v1.GraphKeys.LOSSES, spec.loss)
@@ -325,9 +331,14 @@ def main():
   parser.add_argument('--steps', type=int, default=None,
                       help='steady-state steps timed per round (default: '
                       '100 cnn, 2000 mlp)')
+  parser.add_argument('--device', default=None,
+                      help="where model_fns run, e.g. '/gpu:0' (default: TF's choice)")
   parser.add_argument('--worker', help=argparse.SUPPRESS)
   parser.add_argument('--dir', help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.device:  # the short run's worker processes take it from there
+    os.environ['TFMON_BENCHMARK_DEVICE'] = args.device
+  _DEVICE[0] = os.environ.get('TFMON_BENCHMARK_DEVICE')
   if args.worker:
     _worker(args.model, args.worker, args.dir)
     return

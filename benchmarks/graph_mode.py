@@ -26,7 +26,7 @@ pruning and TF's first-call optimization excluded); ratios are medians of
 same-round ratios, since this box's speed moves between rounds. The idle-hooks
 line is tfmon with 50 idle tfmon hooks against tfmon with one, same rounds.
 
-  python -m benchmarks.graph_mode [--model mlp|hooks|cifar10|all] [--rounds N] [--steps N]
+  python -m benchmarks.graph_mode [--model mlp|hooks|cifar10|all] [--device /gpu:0] [--rounds N] [--steps N]
 """
 
 import argparse
@@ -131,7 +131,7 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
   # rename): tfmon's hooks tell the session when they are due, TF's see every
   # step (StopAtStepHook fetches the global step with each run).
   hook_module = tfmon.train if variant in ('tfmon-fused', 'tfmon-hooks') else v1.train
-  with graph().as_default():
+  with graph().as_default(), tf.device(_DEVICE[0]):
     loss, train_op, feed_dict = _MODELS[model]()
     if fused and feed_dict is not None:
       return float('nan')  # fed runs do not fuse
@@ -158,6 +158,9 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
       return (time.perf_counter() - start) / count
 
 
+_DEVICE = [None]  # --device: where both variants build the model (None: TF's choice)
+
+
 def measure(model, rounds, steps):
   variants = ('tfmon', 'tf1', 'tfmon-hooks', 'tfmon-50-idle', 'tfmon-1-idle') + (
       ('tfmon-fused',) if model == 'cifar10' else ())
@@ -182,7 +185,10 @@ def main():
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--steps', type=int, default=None,
                       help='steps timed per round (default: 2000 mlp, 60 cifar10)')
+  parser.add_argument('--device', default=None,
+                      help="where to build the models, e.g. '/gpu:0' (default: TF's choice)")
   args = parser.parse_args()
+  _DEVICE[0] = args.device
   models = ['mlp', 'hooks', 'cifar10'] if args.model == 'all' else [args.model]
   for model in models:
     steps = args.steps or {'mlp': 2000, 'hooks': 2000, 'cifar10': 60}[model]
