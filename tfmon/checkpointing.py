@@ -412,7 +412,7 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
 
   meta_graph_of = None
   saver_def = None  # the SaverDef of the .meta (None: a default Saver's)
-  _meta_graph = None  # (graph version, serialized MetaGraphDef or None)
+  _said_no_meta_graph = False
 
   def _write(self, file_prefix, options=None):
     names, slices, tensors = [], [], []
@@ -438,20 +438,17 @@ class TF1SaverCheckpoint(tf.train.Checkpoint):
     return file_prefix
 
   def _serialized_meta_graph(self):
-    graph = self.meta_graph_of
-    if graph is None:
+    if self.meta_graph_of is None:
       return None
-    if self._meta_graph is None or self._meta_graph[0] != graph.version:
-      try:
-        meta = meta_graph.serialized_tf1_meta_graph_def(graph, self.saver_def)
-      except Exception as e:  # pylint: disable=broad-except
-        if self._meta_graph is None:
-          logging.warning('Checkpoints are written without the .meta file TF1 '
-                          'wrote (tf.compat.v1.train.import_meta_graph reads it): '
-                          'the graph could not be exported: %s', e)
-        meta = None
-      self._meta_graph = (graph.version, meta)
-    return self._meta_graph[1]
+    try:  # made once per version of the graph (meta_graph keeps it)
+      return meta_graph.serialized_tf1_meta_graph_def(self.meta_graph_of, self.saver_def)
+    except Exception as e:  # pylint: disable=broad-except
+      if not self._said_no_meta_graph:
+        self._said_no_meta_graph = True
+        logging.warning('Checkpoints are written without the .meta file TF1 '
+                        'wrote (tf.compat.v1.train.import_meta_graph reads it): '
+                        'the graph could not be exported: %s', e)
+      return None
 
 
 class _TracedWrites:
