@@ -351,7 +351,8 @@ class GraphCall:
   def _can_join(self, tensor, effects, stops, trains):
     """Whether the first function of a family of `effects` may compute `tensor`
     (a seed): it changes no other state, needs no placeholder the family does
-    not feed, and is no summary unless the family's run trains."""
+    not feed, and is no summary unless the family's run trains on the data the
+    summary reads."""
     if _is_summary(tensor):
       # A training run's: the data they read must be what the family reads (an
       # iterator's initializer runs an operation too, and reads no data).
