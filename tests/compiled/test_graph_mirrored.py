@@ -139,6 +139,25 @@ def test_fed_batches_split_across_replicas_train_as_one_device(tmp_path, optimiz
   _assert_same_training(single, mirrored)
 
 
+def test_placeholders_build_did_not_return_are_split_when_fed_by_name(tmp_path):
+  # TF1 scripts feed 'x:0': replica 0's placeholder; each replica gets its share.
+  features, labels = _data()
+
+  def build():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name='x')
+    y = tf.compat.v1.placeholder(tf.float32, [None, 1], name='y')
+    return _regression('sgd', x, y)
+
+  def feeds(step):
+    start = step * 16 % 64
+    return {'x:0': features[start:start + 16], 'y:0': labels[start:start + 16]}
+
+  graph, (loss, train_op) = tfmon.train.capture_graph(build)
+  single = _train(graph, loss, train_op, tmp_path / 'single', feeds)
+  graph, (loss, train_op) = tfmon.train.capture_graph(build, strategy=_mirrored())
+  _assert_same_training(single, _train(graph, loss, train_op, tmp_path / 'mirrored', feeds))
+
+
 @pytest.mark.parametrize('optimizer', ['sgd', 'adam'])
 def test_datasets_sharded_by_input_context_train_as_one_device(tmp_path, optimizer):
   features, labels = _data()

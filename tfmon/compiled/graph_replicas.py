@@ -16,7 +16,8 @@ What a graph built under `strategy` promises:
     what a session runs on one device (`_one_value`): an operation, or what a
     v1 optimizer's `minimize` returns, by one op running every replica's; a
     placeholder by replica 0's, whose feed the session splits along its first
-    axis, a share per replica (`Graph.replica_feeds`); a floating-point
+    axis, a share per replica (`Graph.replica_feeds`; a placeholder fed by
+    name, which `build` did not return, too); a floating-point
     scalar (the loss) by its mean across replicas; any other tensor by the
     replicas' values concatenated along the first axis (their shares of the
     batch); what is the same everywhere (a variable) stays;
@@ -88,6 +89,7 @@ def capture_graph(build, strategy=None):
   # The all-reduces' gradients, registered for good, would hold the graph and
   # its resources until the process ends; the graph's gradients are built.
   tf_internals.forget_custom_gradients(registered)
+  _split_feeds_by_name(graph, replicas)
   if replicas > 1 and not takes_context and any(
       op.type in _ITERATORS for op in graph.get_operations()):
     logging.getLogger('tensorflow').warning(
@@ -111,6 +113,22 @@ def _check_strategy(strategy):
     raise ValueError(
         f'strategy={strategy!r}: a captured graph runs under MirroredStrategy or '
         'OneDeviceStrategy (the devices of this process).')
+
+
+def _split_feeds_by_name(graph, replicas):
+  """Splits the feeds of every placeholder `build` made, not only those it
+  returned: TF1 scripts feed by name ('x:0' is replica 0's, whose replica k
+  counterpart call_for_each_replica named 'replica_k/x')."""
+  captured = graph.captured_placeholder_ids()
+  ops = {op.name: op for op in graph.get_operations()}
+  for name, op in ops.items():
+    if (op.type != 'Placeholder' or id(op) in captured or name.startswith('replica_')
+        or id(op.outputs[0]) in graph.replica_feeds):
+      continue
+    others = [ops.get(f'replica_{k}/{name}') for k in range(1, replicas)]
+    if all(other is not None and other.type == 'Placeholder' for other in others):
+      graph.replica_feeds[id(op.outputs[0])] = [op.outputs[0]] + [
+          other.outputs[0] for other in others]
 
 
 def _one_value(graph, strategy, value):
