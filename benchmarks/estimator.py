@@ -41,9 +41,10 @@ tensorflow_estimator's import), then run the full garbage collection the
 imports left due (see `_worker`). Ratios are medians of same-round ratios:
 this box's speed moves between rounds.
 
-  python -m benchmarks.estimator [--model cnn|mlp|both] [--part steady|short|both]
-                                 [--rounds N] [--steps N] [--device /gpu:0]
-  python -m benchmarks.estimator --part premade [--rounds N] [--tf215 PYTHON]
+  python -m benchmarks.estimator [--model cnn|mlp|both]
+      [--part steady|short|both|premade|all] [--rounds N] [--steps N]
+      [--device /gpu:0] [--tf215 PYTHON]
+  --part premade (in all, the default)
       (examples/census_premade.py end to end in fresh processes; with --tf215, also
       on TF 2.15's tf.estimator through a stand-in `tfmon` package)
 """
@@ -323,8 +324,8 @@ def measure_premade(rounds, tf215_python=None):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--model', choices=['cnn', 'mlp', 'both'], default='both')
-  parser.add_argument('--part', choices=['steady', 'short', 'both', 'premade'],
-                      default='both')
+  parser.add_argument('--part', choices=['steady', 'short', 'both', 'premade', 'all'],
+                      default='all', help="both: steady and short; all: with premade")
   parser.add_argument('--tf215', help='premade: a TF 2.15 Python (tensorflow-cpu '
                       '2.15.1, tensorflow-estimator 2.15.0) to run the example on too')
   parser.add_argument('--rounds', type=int, default=4)
@@ -342,7 +343,7 @@ def main():
   if args.worker:
     _worker(args.model, args.worker, args.dir)
     return
-  if args.part == 'premade':
+  if args.part in ('premade', 'all'):
     results = measure_premade(args.rounds, args.tf215)
     print(f'census premade example end to end, seconds from process start '
           f'({args.rounds} rounds): ' + ', '.join(
@@ -351,7 +352,8 @@ def main():
     if 'tf215' in results:
       print(f'  tfmon time / tf215 time: {_median_ratio(results["tfmon"], results["tf215"]):.3f}'
             ' (target <= 1.0)')
-    return
+    if args.part == 'premade':
+      return
   # The tf1 variant's v1 layers in this process (see the docstring).
   os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
   # TF1's StepCounterHook warns that the global step did not move when its read
@@ -360,7 +362,7 @@ def main():
   tf.get_logger().setLevel('ERROR')
   models = ['cnn', 'mlp'] if args.model == 'both' else [args.model]
   for model in models:
-    if args.part in ('steady', 'both'):
+    if args.part in ('steady', 'both', 'all'):
       steps = args.steps or _DEFAULT_STEPS[model]
       results = measure_steady(model, args.rounds, steps)
       print(f'{model} steady state: {args.rounds} rounds of {steps} steps after '
@@ -370,7 +372,7 @@ def main():
               ' '.join(f'{1e3 * t:.3f}' for t in times))
       print(f'  tfmon time / tf1 time: {_median_ratio(results["tfmon"], results["tf1"]):.3f}'
             ' (target <= 1.0)')
-    if args.part in ('short', 'both'):
+    if args.part in ('short', 'both', 'all'):
       results = measure_short(model, args.rounds)
       print(f'{model} short run: seconds from process start, median of {args.rounds} rounds')
       print('  variant ' + ''.join(f'{m:<12s}' for m in MILESTONES))
