@@ -113,6 +113,21 @@ def test_prune_copies_only_the_ops_its_fetches_need():
   np.testing.assert_allclose(ours(value), tfs(value))
 
 
+def test_a_graphs_ops_become_a_function_by_tfs_c_api():
+  assert tf_internals.CAN_MAKE_C_FUNCTIONS  # TF_GraphToFunction, add_c_function
+  graph = tfmon.Graph()
+  with graph.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [2], name='x')
+    v = tf.Variable([1.0, 2.0], name='v')
+    out = x * 3.0 + v
+  needed = {id(op) for op in (out.op, out.op.inputs[0].op, out.op.inputs[0].op.inputs[1].op,
+                              out.op.inputs[1].op, out.op.inputs[1].op.inputs[0].op)}
+  call, release = tf_internals.graph_function_caller(graph, [x], [out], [], needed)
+  [value] = call([tf.constant([1.0, 1.0])])
+  np.testing.assert_allclose(value, [4.0, 5.0])
+  release()
+
+
 def test_mode_switches_switch_modes():
   assert tf_internals.CAN_SWITCH_MODE_FAST  # the eager context's is_eager flag
   with tfmon.Graph().as_default():

@@ -130,6 +130,7 @@ class GraphCall:
     self._seeds = []     # graph tensors the session's hooks hold
     self._iterators = None  # iterators' handles: [(tensor, handle)]
     self._keep = []      # what must live as long as those handles
+    self._releases = []  # unregister the functions made by TF's C API
     self._ops = {id(op): op for op in graph.get_operations()}
     _refuse_other_jobs(self._ops.values())
     self._loops = {}  # the loop leaves' keys -> a fused run's loop, or None
@@ -151,6 +152,9 @@ class GraphCall:
     self._families.clear()
     self._loops.clear()
     self._keep.clear()
+    for release in self._releases:
+      release()
+    self._releases.clear()
     self._iterators = None
     _open_calls.discard(self)
 
@@ -385,6 +389,15 @@ class GraphCall:
     summaries = [t for t in tensors if _is_summary(t)]
     rest = [t for t in tensors if not _is_summary(t)]
     self.functions_built += 1
+    if not summaries and rest:
+      # Made from the graph itself by TensorFlow's C API: no op is copied.
+      made = tf_internals.graph_function_caller(
+          self.graph, sources, rest, operations,
+          _needed_ops(rest + operations, {id(t.op) for t in sources}))
+      if made is not None:
+        call, release = made
+        self._releases.append(release)
+        return _Function(call, rest, operations)
     if not summaries:
       pruned = _pruned(wrapped, sources, rest + operations)
       self._keep.append(pruned)
