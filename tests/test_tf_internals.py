@@ -128,6 +128,25 @@ def test_a_graphs_ops_become_a_function_by_tfs_c_api():
   release()
 
 
+def test_keras_3_has_a_name_path_and_per_process_layer_name_counters():
+  keras = pytest.importorskip('keras')
+  if not keras.__version__.startswith('3.'):
+    pytest.skip('keras is not Keras 3 here')
+  from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
+  from keras.src.backend.common import name_scope  # pylint: disable=g-import-not-at-top
+  assert callable(name_scope.current_path) and callable(global_state.set_global_attribute)
+  with name_scope.name_scope('outer'):
+    assert tf_internals.keras3_path() == 'outer'
+  def number(name):
+    return 0 if name == 'dense' else int(name.rsplit('_', 1)[1])
+
+  before = number(keras.layers.Dense(1).name)  # whatever this process counted
+  with tf_internals.keras3_names_per_graph():
+    assert keras.layers.Dense(1).name == 'dense'
+    assert keras.layers.Dense(1).name == 'dense_1'
+  assert number(keras.layers.Dense(1).name) == before + 1  # the process's again
+
+
 def test_mode_switches_switch_modes():
   assert tf_internals.CAN_SWITCH_MODE_FAST  # the eager context's is_eager flag
   with tfmon.Graph().as_default():

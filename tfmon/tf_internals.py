@@ -21,6 +21,7 @@ Groups, by who asks:
   - summaries, export, warm start and the workers' barrier at exit.
 """
 
+import collections
 import contextlib
 import importlib
 import importlib.util
@@ -251,6 +252,34 @@ def graph_function_caller(graph, inputs, outputs, operations, needed_ops):
 
 
 _graph_function_numbers = itertools.count()
+
+
+# ---------------------------------------------------------------- Keras 3
+
+def keras3_path():
+  """Keras 3's current name path ('sequential/dense' while that layer builds),
+  which its variables' `path` takes; None without Keras 3's name scopes."""
+  name_scope = sys.modules.get('keras.src.backend.common.name_scope')
+  current_path = getattr(name_scope, 'current_path', None)
+  return current_path() if current_path is not None else None
+
+
+@contextlib.contextmanager
+def keras3_names_per_graph():
+  """Keras 3's automatic layer names ('dense', 'dense_1') counted afresh while
+  this lasts, as TF 2.15's Keras counted them per graph (Keras 3 counts per
+  process: a second graph's layers were 'dense_2'...). Without Keras 3's
+  global state (or Keras 3 not imported), nothing changes."""
+  state = sys.modules.get('keras.src.backend.common.global_state')
+  if state is None or not hasattr(state, 'set_global_attribute'):
+    yield
+    return
+  saved = state.get_global_attribute('object_name_uids')
+  state.set_global_attribute('object_name_uids', collections.defaultdict(int))
+  try:
+    yield
+  finally:
+    state.set_global_attribute('object_name_uids', saved)
 CAN_MAKE_C_FUNCTIONS = (hasattr(_pywrap_tf_session, 'TF_GraphToFunction_wrapper') and
                         hasattr(_context.Context, 'add_c_function') and
                         hasattr(FuncGraph, '_c_graph'))

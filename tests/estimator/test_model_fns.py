@@ -107,10 +107,18 @@ def _keras_model_fn(keras, sequential=False):
   return model_fn
 
 
+@pytest.mark.parametrize('which', ['tf_keras', 'keras3'])
 @pytest.mark.parametrize('sequential', [False, True], ids=['layers', 'sequential'])
-def test_tf_keras_layers_have_tf215s_names_in_every_mode(tmp_path, sequential):
-  tf_keras = pytest.importorskip('tf_keras')
-  model = estimator.Estimator(_keras_model_fn(tf_keras, sequential), str(tmp_path))
+def test_keras_layers_have_tf215s_names_in_every_mode(tmp_path, sequential, which):
+  # Keras 3 names a TF variable by its bare name ('kernel', 'kernel_1') and its
+  # layers by process-wide counters; tf_keras (Keras 2) as TF 2.15 did.
+  if which == 'tf_keras':
+    keras = pytest.importorskip('tf_keras')
+  else:
+    keras = pytest.importorskip('keras')
+    if not keras.__version__.startswith('3.'):
+      pytest.skip('keras is not Keras 3 here')
+  model = estimator.Estimator(_keras_model_fn(keras, sequential), str(tmp_path))
   model.train(reference().train_input, steps=2)
   # TF 2.15's tf.keras (Keras 2, which tf_keras is) named them so in a model_fn.
   scope = 'sequential/' if sequential else ''
@@ -155,16 +163,6 @@ def test_tf_keras_under_tf_use_legacy_keras_has_tf215s_names(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.splitlines()[-1] == str(
       ['dense/bias', 'dense/kernel', 'dense_1/bias', 'dense_1/kernel', 'global_step'])
-
-
-def test_keras_3_layers_are_refused_at_their_first_call_naming_tf_keras(tmp_path):
-  if not tf.keras.__name__.startswith('keras'):
-    pytest.skip('tf.keras is tf_keras here (TF_USE_LEGACY_KERAS=1)')
-  model = estimator.Estimator(_keras_model_fn(tf.keras), str(tmp_path))
-  with pytest.raises(TypeError, match=r"Keras 3 layer 'dense.*' \(Dense\).*"
-                     r'`import tf_keras`.*TF_USE_LEGACY_KERAS=1'):
-    model.train(reference().train_input, steps=1)
-  assert model.latest_checkpoint() is None
 
 
 def test_seeded_v1_layers_start_from_tf1s_values_in_every_run(tmp_path):

@@ -548,7 +548,8 @@ class Estimator:
     logging.info('Calling model_fn.')
     # device(None) would clear the device_fn's scope.
     with tf.compat.v1.device(device) if device else contextlib.nullcontext(), \
-        tf.variable_creator_scope(_refuse_keras_3_layers):
+        tf_internals.keras3_names_per_graph(), \
+        tf.variable_creator_scope(_name_keras_3_variables):
       spec = self._model_fn(**kwargs)
     logging.info('Done calling model_fn.')
     if not isinstance(spec, EstimatorSpec):
@@ -557,33 +558,23 @@ class Estimator:
     return spec
 
 
-def _refuse_keras_3_layers(next_creator, **kwargs):
-  """A variable creator refusing the variables of Keras 3 layers, at the first
-  layer call that builds one (the model_fn's graph is then still building).
+def _name_keras_3_variables(next_creator, **kwargs):
+  """A variable creator naming a Keras 3 layer's variables by their Keras path
+  ('dense/kernel', 'sequential/dense/kernel'), as TF 2.15's Keras named them in
+  a model_fn's graph; Keras 3 gave the TensorFlow variable its bare name
+  ('kernel', then 'kernel_1'). With the layers' names counted per graph
+  (`keras3_names_per_graph`), every mode's graph names them alike.
 
   A Keras 3 variable is made by Keras 3's code (its initial value a function
   of the `keras` package) on behalf of a `keras.layers.Layer` (a frame's
   `self`); a Keras 3 optimizer's are left alone.
-
-  Raises:
-    TypeError: naming the layer and the fix.
   """
   module = getattr(kwargs.get('initial_value'), '__module__', None) or ''
-  if module.split('.')[0] == 'keras':
-    layer = _calling_keras_3_layer()
-    if layer is not None:
-      raise TypeError(
-          f'The model_fn calls Keras 3 layer {layer.name!r} ({type(layer).__name__}), '
-          f'which makes its variable {kwargs.get("name")!r}: Keras 3 names variables '
-          "by process-wide counters ('kernel', 'kernel_1'; 'dense_1_1/kernel' in a "
-          "second graph), not in their layer's scope as TF 2.15's Keras did "
-          "('dense/kernel'), so train, evaluate, predict and export would not find "
-          "one another's variables by name, nor TF 2.15's checkpoints theirs. Use "
-          "tf_keras, TF 2.15's Keras 2: `import tf_keras` and its layers "
-          '(tf_keras.layers.Dense, tf_keras.Sequential), or set '
-          'TF_USE_LEGACY_KERAS=1 before TensorFlow is imported, which makes tf.keras '
-          "tf_keras (`pip install tf_keras`). tf.compat.v1.layers are tf_keras' "
-          'already.')
+  if module.split('.')[0] == 'keras' and _calling_keras_3_layer() is not None:
+    path = tf_internals.keras3_path()
+    name = kwargs.get('name') or 'Variable'
+    # A trailing '/' makes the name scope absolute: the path is the whole name.
+    kwargs['name'] = f'{path}/{name}/' if path else f'{name}/'
   return next_creator(**kwargs)
 
 
