@@ -24,6 +24,40 @@ _DNN_LEARNING_RATE = 0.001
 _LINEAR_LEARNING_RATE = 0.005
 
 
+def check_arguments(optimizer_factory, linear_feature_columns, linear_optimizer,
+                    dnn_feature_columns, dnn_optimizer, dnn_hidden_units,
+                    dnn_activation_fn, dnn_dropout, linear_sparse_combiner):
+  """The arguments checked as TF 2.15 checked them: `(linear feature columns,
+  linear optimizer factory or None, dnn feature columns, its factory or None,
+  hidden units)`, each factory `optimizer_factory(optimizer, default rate)`
+  (the v2 estimators' or the v1 ones').
+
+  Raises:
+    ValueError: naming the bad argument and the fix.
+  """
+  if not linear_feature_columns and not dnn_feature_columns:
+    raise ValueError('Either linear_feature_columns or dnn_feature_columns must be '
+                     'defined.')
+  make_linear = make_dnn = None
+  if linear_feature_columns:
+    linear_feature_columns = utils.check_feature_columns(
+        linear_feature_columns, 'linear_feature_columns')
+    rate = min(_LINEAR_LEARNING_RATE, 1. / math.sqrt(len(linear_feature_columns)))
+    make_linear = optimizer_factory(linear_lib.check_optimizer(linear_optimizer), rate)
+  if dnn_feature_columns:
+    dnn_feature_columns = utils.check_feature_columns(
+        dnn_feature_columns, 'dnn_feature_columns')
+    if not dnn_hidden_units:
+      raise ValueError('dnn_hidden_units must be defined when dnn_feature_columns is '
+                       'specified: give the hidden layer sizes, such as [64, 32].')
+    dnn_hidden_units = utils.check_hidden_units(dnn_hidden_units, 'dnn_hidden_units')
+    make_dnn = optimizer_factory(dnn_optimizer, _DNN_LEARNING_RATE)
+  utils.check_activation(dnn_activation_fn)
+  utils.check_dropout(dnn_dropout)
+  linear_lib.check_sparse_combiner(linear_sparse_combiner)
+  return linear_feature_columns, make_linear, dnn_feature_columns, make_dnn, dnn_hidden_units
+
+
 def _combined_model_fn(features, labels, mode, head, linear_feature_columns,
                        make_linear_optimizer, dnn_feature_columns, make_dnn_optimizer,
                        dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
@@ -94,27 +128,11 @@ class DNNLinearCombinedEstimator(Estimator):
   def _build(self, head, model_dir, linear_feature_columns, linear_optimizer,
              dnn_feature_columns, dnn_optimizer, dnn_hidden_units, dnn_activation_fn,
              dnn_dropout, config, warm_start_from, batch_norm, linear_sparse_combiner):
-    if not linear_feature_columns and not dnn_feature_columns:
-      raise ValueError('Either linear_feature_columns or dnn_feature_columns must be '
-                       'defined.')
-    make_linear_optimizer = make_dnn_optimizer = None
-    if linear_feature_columns:
-      linear_feature_columns = utils.check_feature_columns(
-          linear_feature_columns, 'linear_feature_columns')
-      rate = min(_LINEAR_LEARNING_RATE, 1. / math.sqrt(len(linear_feature_columns)))
-      make_linear_optimizer = utils.optimizer_factory(
-          linear_lib.check_optimizer(linear_optimizer), rate)
-    if dnn_feature_columns:
-      dnn_feature_columns = utils.check_feature_columns(
-          dnn_feature_columns, 'dnn_feature_columns')
-      if not dnn_hidden_units:
-        raise ValueError('dnn_hidden_units must be defined when dnn_feature_columns is '
-                         'specified: give the hidden layer sizes, such as [64, 32].')
-      dnn_hidden_units = utils.check_hidden_units(dnn_hidden_units, 'dnn_hidden_units')
-      make_dnn_optimizer = utils.optimizer_factory(dnn_optimizer, _DNN_LEARNING_RATE)
-    utils.check_activation(dnn_activation_fn)
-    utils.check_dropout(dnn_dropout)
-    linear_lib.check_sparse_combiner(linear_sparse_combiner)
+    (linear_feature_columns, make_linear_optimizer, dnn_feature_columns,
+     make_dnn_optimizer, dnn_hidden_units) = check_arguments(
+         utils.optimizer_factory, linear_feature_columns, linear_optimizer,
+         dnn_feature_columns, dnn_optimizer, dnn_hidden_units, dnn_activation_fn,
+         dnn_dropout, linear_sparse_combiner)
 
     def model_fn(features, labels, mode):
       return _combined_model_fn(

@@ -383,19 +383,30 @@ class Head:
     """
     with tf.compat.v1.name_scope(self._name, 'head'):
       predictions = self.predictions(logits)
-      if mode == ModeKeys.PREDICT:
-        return EstimatorSpec(mode, predictions=predictions,
-                             export_outputs=self._export_outputs(predictions))
-      loss = self.loss(labels, logits, features, mode, regularization_losses)
-      if mode == ModeKeys.EVAL:
-        metrics = self.update_metrics(self.metrics(regularization_losses), features,
-                                      logits, labels, regularization_losses)
-        return EstimatorSpec(mode, predictions=predictions, loss=loss,
-                             eval_metric_ops=metrics_lib.eval_metric_ops(metrics))
-      op = train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
-    summaries(loss, regularization_losses, self._summary_key)
-    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=loss,
+      spec = self._spec_or_loss(mode, features, logits, labels, predictions,
+                                lambda: self._export_outputs(predictions),
+                                regularization_losses)
+      if isinstance(spec, EstimatorSpec):
+        return spec
+      op = train_op(optimizer, trainable_variables, train_op_fn, update_ops, spec)
+    summaries(spec, regularization_losses, self._summary_key)
+    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=spec,
                          train_op=op)
+
+  def _spec_or_loss(self, mode, features, logits, labels, predictions, export_outputs,
+                    regularization_losses):
+    """The PREDICT or EVAL spec (`export_outputs()` giving PREDICT's), or in
+    TRAIN the loss, whose train op and summaries the caller makes (the latter
+    outside the head's name scope, as TF 2.15 named them)."""
+    if mode == ModeKeys.PREDICT:
+      return EstimatorSpec(mode, predictions=predictions, export_outputs=export_outputs())
+    loss = self.loss(labels, logits, features, mode, regularization_losses)
+    if mode != ModeKeys.EVAL:
+      return loss
+    metrics = self.update_metrics(self.metrics(regularization_losses), features, logits,
+                                  labels, mode, regularization_losses)
+    return EstimatorSpec(mode, predictions=predictions, loss=loss,
+                         eval_metric_ops=metrics_lib.eval_metric_ops(metrics))
 
 
 class _ClassHead(Head):
@@ -536,7 +547,7 @@ class BinaryClassHead(_ClassHead):
     metrics.update(_threshold_metrics(self._thresholds, k))
     return self._regularization_metric(metrics, regularization_losses)
 
-  def update_metrics(self, eval_metrics, features, logits, labels,
+  def update_metrics(self, eval_metrics, features, logits, labels, mode=None,
                      regularization_losses=None):
     """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
     k = self._summary_key
@@ -633,7 +644,7 @@ class MultiClassHead(_ClassHead):
                k(MetricKeys.ACCURACY): metrics_lib.Accuracy(k(MetricKeys.ACCURACY))}
     return self._regularization_metric(metrics, regularization_losses)
 
-  def update_metrics(self, eval_metrics, features, logits, labels,
+  def update_metrics(self, eval_metrics, features, logits, labels, mode=None,
                      regularization_losses=None):
     """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
     k = self._summary_key
@@ -781,7 +792,7 @@ class MultiLabelHead(Head):
       metrics[key] = metrics_lib.AUC(key, curve='PR')
     return metrics
 
-  def update_metrics(self, eval_metrics, features, logits, labels,
+  def update_metrics(self, eval_metrics, features, logits, labels, mode=None,
                      regularization_losses=None):
     """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
     k = self._summary_key
@@ -875,7 +886,7 @@ class RegressionHead(Head):
         MetricKeys.LOSS_MEAN, MetricKeys.PREDICTION_MEAN, MetricKeys.LABEL_MEAN)}
     return self._regularization_metric(metrics, regularization_losses)
 
-  def update_metrics(self, eval_metrics, features, logits, labels,
+  def update_metrics(self, eval_metrics, features, logits, labels, mode=None,
                      regularization_losses=None):
     """Adds this batch's updates to `eval_metrics` (from `metrics()`)."""
     k = self._summary_key

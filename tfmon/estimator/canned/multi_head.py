@@ -103,7 +103,7 @@ class MultiHead(Head):
       metrics[key] = metrics_lib.Mean(key)
     return metrics
 
-  def update_metrics(self, eval_metrics, features, logits, labels,
+  def update_metrics(self, eval_metrics, features, logits, labels, mode=None,
                      regularization_losses=None):
     """Adds every head's loss and metrics for this batch to `eval_metrics`."""
     by_head = self._logits_by_head(logits, labels)
@@ -142,16 +142,12 @@ class MultiHead(Head):
           features, mode, by_head[h.name], labels[h.name] if labels else None,
           train_op_fn=lambda _: tf.no_op()) for h in self._heads]
       predictions = self.predictions(logits)
-      if mode == ModeKeys.PREDICT:
-        return EstimatorSpec(mode, predictions=predictions,
-                             export_outputs=self._merged_export_outputs(specs))
-      loss = self.loss(labels, logits, features, mode, regularization_losses)
-      if mode == ModeKeys.EVAL:
-        metrics = self.update_metrics(self.metrics(regularization_losses), features,
-                                      logits, labels, regularization_losses)
-        return EstimatorSpec(mode, predictions=predictions, loss=loss,
-                             eval_metric_ops=metrics_lib.eval_metric_ops(metrics))
-      op = train_op(optimizer, trainable_variables, train_op_fn, update_ops, loss)
-    summaries(loss, regularization_losses, lambda key: key)
-    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=loss,
+      spec = self._spec_or_loss(mode, features, logits, labels, predictions,
+                                lambda: self._merged_export_outputs(specs),
+                                regularization_losses)
+      if isinstance(spec, EstimatorSpec):
+        return spec
+      op = train_op(optimizer, trainable_variables, train_op_fn, update_ops, spec)
+    summaries(spec, regularization_losses, lambda key: key)
+    return EstimatorSpec(ModeKeys.TRAIN, predictions=predictions, loss=spec,
                          train_op=op)

@@ -17,6 +17,7 @@ import math
 import tensorflow as tf
 
 from tfmon.estimator.canned import dnn as dnn_lib
+from tfmon.estimator.canned import dnn_linear_combined
 from tfmon.estimator.canned import head as head_lib
 from tfmon.estimator.canned import linear as linear_lib
 from tfmon.estimator.canned import model_fn_utils as utils
@@ -365,27 +366,11 @@ class DNNLinearCombinedEstimator(Estimator):
   def _build(self, head, model_dir, linear_feature_columns, linear_optimizer,
              dnn_feature_columns, dnn_optimizer, dnn_hidden_units, dnn_activation_fn,
              dnn_dropout, config, warm_start_from, batch_norm, linear_sparse_combiner):
-    if not linear_feature_columns and not dnn_feature_columns:
-      raise ValueError('Either linear_feature_columns or dnn_feature_columns must be '
-                       'defined.')
-    make_linear = make_dnn = None
-    if linear_feature_columns:
-      linear_feature_columns = utils.check_feature_columns(
-          linear_feature_columns, 'linear_feature_columns')
-      make_linear = _optimizer_factory(
-          linear_lib.check_optimizer(linear_optimizer),
-          min(0.005, 1. / math.sqrt(len(linear_feature_columns))))
-    if dnn_feature_columns:
-      dnn_feature_columns = utils.check_feature_columns(dnn_feature_columns,
-                                                        'dnn_feature_columns')
-      if not dnn_hidden_units:
-        raise ValueError('dnn_hidden_units must be defined when dnn_feature_columns is '
-                         'specified: give the hidden layer sizes, such as [64, 32].')
-      dnn_hidden_units = utils.check_hidden_units(dnn_hidden_units, 'dnn_hidden_units')
-      make_dnn = _optimizer_factory(dnn_optimizer, 0.001)
-    utils.check_activation(dnn_activation_fn)
-    utils.check_dropout(dnn_dropout)
-    linear_lib.check_sparse_combiner(linear_sparse_combiner)
+    (linear_feature_columns, make_linear, dnn_feature_columns, make_dnn,
+     dnn_hidden_units) = dnn_linear_combined.check_arguments(
+         _optimizer_factory, linear_feature_columns, linear_optimizer,
+         dnn_feature_columns, dnn_optimizer, dnn_hidden_units, dnn_activation_fn,
+         dnn_dropout, linear_sparse_combiner)
 
     def model_fn(features, labels, mode):
       utils.check_features(features)
