@@ -266,7 +266,7 @@ def test_strategies_a_graph_was_not_built_under_are_refused_with_the_fix():
       tfmon.train.MonitoredSession(strategy=_mirrored())
     with pytest.raises(ValueError, match='XLA cannot compile across devices'):
       tfmon.train.MonitoredSession(jit_compile=True)
-  with pytest.raises(ValueError, match='MirroredStrategy or OneDeviceStrategy'):
+  with pytest.raises(ValueError, match='OneDeviceStrategy or MultiWorkerMirroredStrategy'):
     tfmon.train.capture_graph(_fed_build(), strategy=tf.distribute.get_strategy())
 
 

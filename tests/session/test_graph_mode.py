@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -301,7 +302,7 @@ def test_tfs_own_hooks_run_as_in_tf1_with_a_tf1_saver(tmp_path):
         sess.run(train_op)
   assert int(global_step.numpy()) == 4
   # TF1's Saver wrote TF1's files, which TF1 graph mode restores.
-  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-4')
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-3')  # the run after the signal ran no step
   assert os.path.exists(tmp_path / 'model.ckpt-4.meta')
   with tf.Graph().as_default():
     _, _, _, tf1_weights, *_ = _tf1_model()
@@ -1374,3 +1375,17 @@ def test_an_iterators_initializer_run_prunes_no_summaries(tmp_path):
                    for family in call._families.values()]  # pylint: disable=protected-access
   gated = [f for f in functions if f.gated]
   assert len(gated) == 1 and any(op is train_op for op in gated[0].operations)
+
+
+def test_a_stop_signal_saves_a_captured_graphs_step_and_exits_with_128_plus_it(tmp_path):
+  with tfmon.Graph().as_default():
+    global_step, x, y, _, _, _, train_op = _tf1_model()
+    features, labels = _batch()
+    with pytest.raises(SystemExit) as stopped:
+      with tfmon.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path)) as sess:
+        for _ in range(3):
+          sess.run(train_op, feed_dict={x: features, y: labels})
+        os.kill(os.getpid(), signal.SIGTERM)
+        sess.run(train_op, feed_dict={x: features, y: labels})
+  assert stopped.value.code == 143
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-3')  # the run after the signal ran no step

@@ -161,7 +161,8 @@ class Graph(tf_internals.FuncGraph):
     and tfmon's checkpoints missed Adam's slots."""
     variable = next_creator(**kwargs)
     if (not isinstance(variable, tf.distribute.DistributedValues) or
-        not tf.executing_eagerly() or not self._builds_here()):
+        not tf.executing_eagerly() or not self._builds_here() or
+        self._sessions_own()):
       return variable
     components = {id(v) for v in variable.values}
     for key in self.collections:
@@ -173,6 +174,12 @@ class Graph(tf_internals.FuncGraph):
     self.add_to_collections(collections, variable)
     return variable
 
+  def _sessions_own(self):
+    """Whether a variable made now is a session's on this graph (eager, or
+    traced in its functions), not the graph code's."""
+    return getattr(_running, 'graph', None) is self and (
+        tf.executing_eagerly() or tf.compat.v1.get_default_graph() is not self)
+
   def _create_variable(self, next_creator, **kwargs):
     """Makes a variable of the graph code eager, in the graph's collections,
     and gives it `.op` and `.graph`, as TF1's had.
@@ -182,9 +189,8 @@ class Graph(tf_internals.FuncGraph):
     graph. Variables a session on the graph makes while it runs (a
     checkpoint's save counter) are left alone.
     """
-    if getattr(_running, 'graph', None) is self and (
-        tf.executing_eagerly() or tf.compat.v1.get_default_graph() is not self):
-      return next_creator(**kwargs)  # the session's own, eager or traced
+    if self._sessions_own():
+      return next_creator(**kwargs)
     if not self._builds_here():
       # A graph entered inside another inherits its creators (an Estimator's
       # evaluation during training): each graph makes its own variables.

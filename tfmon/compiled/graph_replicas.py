@@ -1,6 +1,7 @@
 """capture_graph: TF1 graph code built in a function, once per replica of a
 `tf.distribute` strategy, as TF <= 2.15's Estimator built its `model_fn`
-under `train_distribute`.
+under `train_distribute`, in one process or (MultiWorkerMirroredStrategy) in
+each worker process.
 
 What a graph built under `strategy` promises:
   - `build` runs once per replica (`call_for_each_replica`) in one captured
@@ -51,16 +52,18 @@ def capture_graph(build, strategy=None):
     build: Builds the graph; returns what the script fetches and feeds (a nest).
       Given a strategy, it may take an `input_context` argument (see the
       module doc).
-    strategy: A `tf.distribute.MirroredStrategy` or `OneDeviceStrategy`:
-      `build` runs once per replica, and what it returns is made one value
-      each (see the module doc). The session then runs under it.
+    strategy: A `tf.distribute.MirroredStrategy`, `OneDeviceStrategy` or
+      `MultiWorkerMirroredStrategy`: `build` runs once per replica of this
+      process, and what it returns is made one value each (see the module
+      doc). The session then runs under it; across workers, each worker runs
+      the same script, feeding its share of the batch.
 
   Returns:
     `(graph, outputs)`.
 
   Raises:
     TypeError: `strategy` is not a `tf.distribute.Strategy`.
-    ValueError: a strategy of several workers or parameter servers.
+    ValueError: a strategy of parameter servers or TPUs.
   """
   graph = graph_capture.Graph()
   if strategy is None:
@@ -109,10 +112,11 @@ def _check_strategy(strategy):
   if not isinstance(strategy, tf.distribute.Strategy):
     raise TypeError(f'strategy={strategy!r} is not a tf.distribute.Strategy.')
   if not isinstance(strategy, (tf.distribute.MirroredStrategy,
-                               tf.distribute.OneDeviceStrategy)):
+                               tf.distribute.OneDeviceStrategy,
+                               tf.distribute.MultiWorkerMirroredStrategy)):
     raise ValueError(
-        f'strategy={strategy!r}: a captured graph runs under MirroredStrategy or '
-        'OneDeviceStrategy (the devices of this process).')
+        f'strategy={strategy!r}: a captured graph runs under MirroredStrategy, '
+        'OneDeviceStrategy or MultiWorkerMirroredStrategy (docs/distribution.md).')
 
 
 def _split_feeds_by_name(graph, replicas):
@@ -134,6 +138,8 @@ def _split_feeds_by_name(graph, replicas):
 def _one_value(graph, strategy, value):
   """What the session runs for `value`, one of `build`'s returns: see the
   module doc."""
+  if _is_unread_update(value):  # minimize's, with one replica in this process
+    return value.op
   if not isinstance(value, tf.distribute.DistributedValues) or isinstance(
       value, tf.Variable):
     return value
@@ -152,6 +158,15 @@ def _one_value(graph, strategy, value):
       return strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
     return values[0]
   return tf.concat(values, axis=0)
+
+
+def _is_unread_update(value):
+  """Whether `value` is a variable's update not yet read (what `assign_add`
+  returns in graph code): what a v1 optimizer's `minimize` returns under a
+  strategy of one replica in this process, MultiWorkerMirroredStrategy's on
+  one device. It runs as the update's op, as TF1's `minimize` returned."""
+  return isinstance(value, tf.Variable) and getattr(value, 'op', None) is not None and (
+      value.op.type in ('AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp'))
 
 
 def _is_update(tensor):

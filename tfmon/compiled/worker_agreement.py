@@ -24,6 +24,11 @@ The agreement travels inside the call, so it costs no extra round trip. A worker
 that wants to stop makes one more call, which runs no step, to tell the others:
 the session replays its last call (the same collective ops, so the counters
 stay in step), or before any run, a call holding only the all-gather.
+
+A captured graph's training run cannot carry the agreement (its function is
+the graph's own ops), so it makes the agreement's call first (`call`), then
+runs the agreed steps, or none; a worker stopping alone makes that call with
+its stop code, which the others' next run's agreement call meets.
 """
 
 import functools
@@ -48,6 +53,7 @@ class WorkerAgreement:
     self.agreed_stop = 0     # what the last call agreed
     self.agreed_save = False
     self._barrier = None
+    self._call = None
 
   def inputs(self):
     """This worker's wishes as call inputs: `(stop, save)` int64 tensors."""
@@ -72,6 +78,19 @@ class WorkerAgreement:
     self.agreed_stop = int(stop)
     self.agreed_save = bool(save)
     self.wanted_save = False
+
+  def call(self, steps, target):
+    """A call holding only the agreement, made before a run that cannot carry
+    it (a captured graph's): this worker's wishes, at most `steps` steps
+    ending at global step `target`; returns what the workers agreed, as ints
+    `(stop, steps, target)`, and records it."""
+    if self._call is None:
+      self._call = tf.function(self.agree, autograph=False)
+    with self.strategy.scope():
+      stop, save, steps, target = self._call(
+          *self.inputs(), _int64(steps), tf.constant(target, tf.int64))
+    self.record(stop, save)
+    return self.agreed_stop, int(steps), int(target)
 
   def barrier(self, stop=0):
     """A call holding only the agreement: returns the agreed stop code.

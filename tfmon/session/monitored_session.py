@@ -61,6 +61,12 @@ def _check_step_fn(step_fn):
         ' method. Got {} instead.'.format(parameters))
 
 
+@contextlib.contextmanager
+def _both(first, second):
+  with first, second:
+    yield
+
+
 def _resolve_strategy(strategy):
   """The strategy a session works under (given, else the one in scope), or None
   for TF's default one, which needs no scope."""
@@ -226,6 +232,8 @@ class _MonitoredSession:
     """The session's strategy's scope (nothing to enter for TF's default one),
     or for a captured graph, running eagerly below its hooks."""
     if self._graph is not None:  # built under its strategy, if any
+      if self._multi_worker:  # whose scope names the workers to agree with
+        return _both(graph_capture.running(self._graph), self._strategy.scope())
       return graph_capture.running(self._graph)
     return self._strategy.scope() if self._strategy else contextlib.nullcontext()
 
@@ -264,7 +272,7 @@ class _MonitoredSession:
                             run_metadata=run_metadata)
 
   def _run_multi_worker(self, fetches, feed_dict, options, run_metadata):
-    with self._strategy.scope(), self._naming_lost_workers():
+    with self._scope(), self._naming_lost_workers():
       results = self._sess.run(fetches, feed_dict=feed_dict, options=options,
                                run_metadata=run_metadata)
     agreed = self._tf_sess().agreement.agreed_stop
@@ -293,7 +301,7 @@ class _MonitoredSession:
     if not raw:
       return
     signum = self._graceful_stop.signal
-    with self._strategy.scope(), self._naming_lost_workers():
+    with self._scope(), self._naming_lost_workers():
       raw.agree_to_stop(1 if signum is None else int(signum))
 
   def run_step_fn(self, step_fn):
@@ -381,7 +389,8 @@ class _MonitoredSession:
     if signum is None:
       return
     global_step = training_util.get_global_step()
-    step = 'unknown' if global_step is None else int(global_step.numpy())
+    with self._scope():  # a captured graph's code runs in graph mode
+      step = 'unknown' if global_step is None else int(global_step.numpy())
     saved = [hook.last_checkpoint for hook in self._hooks
              if getattr(hook, 'last_checkpoint', None)]
     code = graceful_stop.exit_code(signum)

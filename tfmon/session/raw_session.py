@@ -212,11 +212,17 @@ class RawSession(tf_internals.SessionInterface):
     self.calls_run += 1
     if self._graph_call is not None and self._graph_call.can_fuse(
         fetch_plan.flatten(fetches)[:loop_leaves]):
+      if self.agreement is not None:  # its call first (WorkerAgreement)
+        stop, max_steps, target_global_step = self.agreement.call(
+            max_steps, target_global_step)
+        if stop:
+          return None, int(global_step.numpy()), 0
       # All but the last step in the graph's loop; the last, with every fetch
       # (hooks' included), is an ordinary run, so hooks see what it computed.
+      # A fed run (multi-worker sessions fuse those too) is that one step.
       steps_run = self._graph_call.run_loop(fetches, loop_leaves, max_steps,
                                             target_global_step, global_step)
-      results = self._run_graph(fetches, None)
+      results = self._run_graph(fetches, feed_dict)
       return results, int(global_step.numpy()), steps_run + 1
     if self.agreement is not None:
       self._last_fused = (fetches, loop_leaves, max_steps, target_global_step,
@@ -240,7 +246,9 @@ class RawSession(tf_internals.SessionInterface):
     if agreement is None or agreement.agreed_stop or self._closed:
       return
     agreement.wanted_stop = code
-    if self._last_fused is None:
+    if self._graph_call is not None:  # the others' next run's agreement call
+      agreement.call(0, 0)
+    elif self._last_fused is None:
       agreement.barrier(code)
     else:
       self.calls_run += 1

@@ -4,6 +4,7 @@
 from tfmon import arg_checks
 from tfmon import paths
 from tfmon import workers
+from tfmon.compiled import graph_capture
 from tfmon.session import graceful_stop
 from tfmon.hooks.checkpoint import CheckpointSaverHook
 from tfmon.hooks.summary import StepCounterHook, SummarySaverHook
@@ -136,6 +137,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
   summary_dir = paths.check_directory(summary_dir, 'summary_dir')
   graceful_stop.check_signals(graceful_stop_signals)
+  if strategy is None:  # a captured graph's is the one it was built under
+    strategy = getattr(graph_capture.current(), 'strategy', None)
   is_chief = _is_chief(is_chief, strategy)
   for name, value in (('save_checkpoint_steps', save_checkpoint_steps),
                       ('save_summaries_steps', save_summaries_steps),
@@ -163,7 +166,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
     if save_checkpoints and workers.current(strategy) is not None:
       hooks = [CheckpointSaverHook(
           checkpoint_dir, save_steps=save_checkpoint_steps,
-          save_secs=save_checkpoint_secs, scaffold=scaffold, max_to_keep=1)] + hooks
+          save_secs=save_checkpoint_secs, scaffold=scaffold, save_graph_def=False,
+          max_to_keep=1)] + hooks
     return MonitoredSession(session_creator=session_creator, hooks=hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
                             steps_per_loop=steps_per_loop, jit_compile=jit_compile,
