@@ -18,12 +18,20 @@ Without `--data_dir`, synthetic files in CIFAR-10's binary format stand in for
 the data. `--input dataset` reads fixed batches through tf.data instead, so that
 two runs see the same batches (16 queue threads do not).
 
+`--workers N` trains on N local worker processes under
+MultiWorkerMirroredStrategy: the same graph code, built once per worker by
+`tfmon.train.capture_graph(build, strategy=...)`, each worker on batches of
+128 from its own queue runners; the chief checkpoints. (TF1 trained on
+several processes through parameter servers, which tfmon does not run.)
+
   python examples/cifar10_tf1_graph.py --graph tfmon --train_dir /tmp/cifar10_graph \
       --examples_per_epoch 1000
+  python examples/cifar10_tf1_graph.py --workers 2 --train_dir /tmp/cifar10_graph_workers
 """
 
 import os
 import re
+import sys
 import tempfile
 import time
 
@@ -34,6 +42,7 @@ import tensorflow as tf
 
 import tfmon
 from tfmon.examples import cifar10_input
+from tfmon.examples import launch
 
 _GRAPH = flags.DEFINE_enum('graph', 'tfmon', ['tfmon', 'tf1'],
                            'Run under tfmon.Graph or TF1 graph mode.')
@@ -49,6 +58,10 @@ _INPUT = flags.DEFINE_enum(
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', None, "The tutorial's binary files (cifar-10-batches-bin); "
     'default: synthetic ones in that format.')
+_WORKERS = flags.DEFINE_integer(
+    'workers', None, 'Train on N local worker processes under '
+    'MultiWorkerMirroredStrategy (--graph tfmon), each on batches of 128: this '
+    'process launches them (tfmon.examples.launch).', lower_bound=1)
 _EXAMPLES_PER_EPOCH = flags.DEFINE_integer(
     'examples_per_epoch', 50000, 'Training examples per epoch (the shuffle '
     'queue holds 40% of them before the first batch).')
@@ -282,11 +295,14 @@ def dataset_inputs():
 def main(argv):
   del argv
   v1.logging.set_verbosity(v1.logging.INFO)
+  if _WORKERS.value and 'TF_CONFIG' not in os.environ:
+    return _launch_workers()
   if _GRAPH.value == 'tfmon':
     graph, training = tfmon.Graph, tfmon.train
   else:
     graph, training = tf.Graph, v1.train
-  with graph().as_default():
+
+  def build():
     if _SEED.value is not None:
       v1.set_random_seed(_SEED.value)
     global_step = v1.train.get_or_create_global_step()
@@ -298,7 +314,17 @@ def main(argv):
     logits = inference(images)
     total_loss = loss(logits, labels)
     train_op = train(total_loss, global_step)
+    return total_loss, train_op
 
+  if 'TF_CONFIG' in os.environ:  # a worker: the graph built once per replica
+    graph, (total_loss, train_op) = tfmon.train.capture_graph(
+        build, strategy=tf.distribute.MultiWorkerMirroredStrategy())
+  else:
+    graph = graph()
+    with graph.as_default():
+      total_loss, train_op = build()
+
+  with graph.as_default():
     class _LoggerHook(v1.train.SessionRunHook):
       """Logs loss and runtime."""
 
@@ -327,6 +353,24 @@ def main(argv):
         save_checkpoint_steps=_SAVE_STEPS.value) as mon_sess:
       while not mon_sess.should_stop():
         mon_sess.run(train_op)
+
+
+# ---- not the tutorial's: training on several worker processes ----
+
+def _launch_workers():
+  """Runs this script with the same flags, minus --workers, as N local
+  workers (TF_CONFIG each) in one train_dir; returns their exit code."""
+  if _GRAPH.value != 'tfmon':
+    raise app.UsageError('--workers needs --graph tfmon: TF1 graph mode trains on '
+                         'several processes through parameter servers only.')
+  command = [sys.executable, os.path.abspath(__file__)] + [
+      flags.FLAGS[name].serialize() for name in flags.FLAGS
+      if flags.FLAGS[name].present and name == flags.FLAGS[name].name and
+      name != 'workers']
+  if not flags.FLAGS['train_dir'].present:
+    command.append(flags.FLAGS['train_dir'].serialize())
+  v1.logging.info('Launching %d workers: %s', _WORKERS.value, ' '.join(command))
+  return launch.launch(command, _WORKERS.value)
 
 
 if __name__ == '__main__':

@@ -21,7 +21,11 @@ What a graph built under `strategy` promises:
     name, which `build` did not return, too); a floating-point
     scalar (the loss) by its mean across replicas; any other tensor by the
     replicas' values concatenated along the first axis (their shares of the
-    batch); what is the same everywhere (a variable) stays;
+    batch); what is the same everywhere (a variable) stays. These are over
+    this process's replicas, with no collective op: each worker of a
+    MultiWorkerMirroredStrategy sees its own loss, as TF1's workers and TF
+    2.15's Estimator did, and a hook on one worker (the chief's) may fetch it
+    alone;
   - v1 summaries are replica 0's (TF skips the others'), as are graph
     elements found by name ('loss:0' is replica 0's);
   - `build` taking an `input_context` argument gets a
@@ -73,6 +77,7 @@ def capture_graph(build, strategy=None):
   takes_context = 'input_context' in inspect.signature(build).parameters
   replicas = strategy.num_replicas_in_sync
 
+  @tf.autograph.experimental.do_not_convert  # TF1 graph code, as TF1 ran it
   def build_replica():
     if not takes_context:
       return build()
@@ -155,7 +160,7 @@ def _one_value(graph, strategy, value):
     return values[0]
   if values[0].shape.rank == 0:
     if values[0].dtype.is_floating:
-      return strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
+      return tf.math.add_n(values) / len(values)
     return values[0]
   return tf.concat(values, axis=0)
 
