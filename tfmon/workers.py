@@ -34,6 +34,15 @@ def is_chief(strategy):
   return resolver.task_type == 'worker' and resolver.task_id == 0
 
 
+def index(strategy):
+  """This worker's place among `strategy`'s workers: the chief's 0, then the
+  workers' in order (TF's input pipeline ids)."""
+  resolver = strategy.cluster_resolver
+  if resolver.task_type == 'chief':
+    return 0
+  return resolver.task_id + len(resolver.cluster_spec().as_dict().get('chief', []))
+
+
 def name(strategy):
   """This process's task, as `worker 1` or `chief 0`."""
   resolver = strategy.cluster_resolver

@@ -106,7 +106,7 @@ def test_misuse_fails_early_naming_the_fix(tmp_path):
   with pytest.raises(TypeError, match=r"model_fn has arguments \['inputs'\]"):
     estimator.Estimator(lambda inputs, mode: None)
   with pytest.raises(ValueError, match='train_distribute=.*tfmon.estimator runs a '
-                     'model_fn in one process'):
+                     'model_fn under tf.distribute.MirroredStrategy'):
     estimator.RunConfig(train_distribute=tf.distribute.experimental.CentralStorageStrategy(
         ['/cpu:0']))
   model = estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})

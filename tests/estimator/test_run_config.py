@@ -72,12 +72,22 @@ def test_a_tf_config_tf_refused_is_refused(monkeypatch, config, message):
     estimator.RunConfig()
 
 
-def test_an_estimator_refuses_a_cluster_of_more_than_one_task(monkeypatch):
+def test_an_estimator_refuses_a_cluster_its_strategy_does_not_span(monkeypatch):
   _tf_config(monkeypatch, cluster={'chief': ['a:1'], 'worker': ['b:1']},
              task={'type': 'chief', 'index': 0})
   with pytest.raises(ValueError, match='cluster of 2 workers and 0 parameter servers'
-                     '.*trains in one process.*Unset TF_CONFIG'):
+                     r'.*train_distribute=None spans 1.*MultiWorkerMirroredStrategy\(\)\) '
+                     'over the chief and workers.*unset TF_CONFIG'):
     estimator.Estimator(lambda features, labels, mode: None)
+  _tf_config(monkeypatch, cluster={'chief': ['a:1'], 'ps': ['b:1']},
+             task={'type': 'chief', 'index': 0})
+  with pytest.raises(ValueError, match='1 workers and 1 parameter servers.*without '
+                     'parameter servers'):
+    estimator.Estimator(lambda features, labels, mode: None)
+  # An evaluator task evaluates what the cluster trains.
+  _tf_config(monkeypatch, cluster={'chief': ['a:1'], 'worker': ['b:1']},
+             task={'type': 'evaluator', 'index': 0})
+  assert estimator.Estimator(lambda features, labels, mode: None).config.task_type == 'evaluator'
   _tf_config(monkeypatch, cluster={'chief': ['a:1']}, task={'type': 'chief', 'index': 0})
   assert estimator.Estimator(lambda features, labels, mode: None).config.is_chief
 

@@ -302,7 +302,7 @@ def test_tfs_own_hooks_run_as_in_tf1_with_a_tf1_saver(tmp_path):
         sess.run(train_op)
   assert int(global_step.numpy()) == 4
   # TF1's Saver wrote TF1's files, which TF1 graph mode restores.
-  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-3')  # the run after the signal ran no step
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-4')
   assert os.path.exists(tmp_path / 'model.ckpt-4.meta')
   with tf.Graph().as_default():
     _, _, _, tf1_weights, *_ = _tf1_model()

@@ -32,6 +32,7 @@ from tfmon import paths
 from tfmon import summaries
 from tfmon import tf_internals
 from tfmon import train as tfmon_train
+from tfmon import workers
 from tfmon import tf_logging as logging
 from tfmon.compiled import graph_capture
 from tfmon.compiled import meta_graph
@@ -81,13 +82,7 @@ class Estimator:
       config = RunConfig()
     if not isinstance(config, RunConfig):
       raise TypeError(f'config={config!r} must be a tfmon.estimator.RunConfig.')
-    if config.training_cluster_size() > 1:
-      raise ValueError(
-          f'TF_CONFIG describes a cluster of {config.num_worker_replicas} workers and '
-          f'{config.num_ps_replicas} parameter servers ({config.cluster_spec.as_dict()}): '
-          'tfmon.estimator trains in one process. Unset TF_CONFIG to train here, or '
-          'train a step function under tfmon.train.MonitoredTrainingSession('
-          'strategy=tf.distribute.MultiWorkerMirroredStrategy()) (docs/distribution.md).')
+    _check_cluster(config)
     self._warm_start_settings = warm_start.settings_from(warm_start_from)
     model_dir = paths.check_directory(model_dir, 'model_dir')
     config_dir = paths.check_directory(config.model_dir, 'config.model_dir')
@@ -209,17 +204,22 @@ class Estimator:
         chief_hooks = savers = [tfmon_train.CheckpointSaverHook(
             self._model_dir, save_secs=config.save_checkpoints_secs,
             save_steps=config.save_checkpoints_steps, scaffold=scaffold,
-            max_to_keep=config.keep_checkpoint_max,
+            max_to_keep=config.keep_checkpoint_max if config.is_chief else 1,
             keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours)]
+        if not config.is_chief and workers.count(config.train_distribute) > 1:
+          # Every worker takes part in a save (it may read sync-on-read
+          # variables across them); the chief's lands in model_dir.
+          worker_hooks, chief_hooks = savers + worker_hooks, []
       if saving_listeners:
         if not savers:
           raise ValueError(
               'There should be a CheckpointSaverHook to use saving_listeners. Set '
               'save_checkpoints_steps or save_checkpoints_secs in the RunConfig, or '
               'pass a CheckpointSaverHook in hooks.')
-        # As TF1: the first saver's listeners, which TF's hook keeps there too.
-        savers[0]._listeners.extend(  # pylint: disable=protected-access
-            l for l in saving_listeners if l not in savers[0]._listeners)  # pylint: disable=protected-access
+        if config.is_chief:  # TF1's listeners heard the chief's saves only
+          # As TF1: the first saver's listeners, which TF's hook keeps there too.
+          savers[0]._listeners.extend(  # pylint: disable=protected-access
+              l for l in saving_listeners if l not in savers[0]._listeners)  # pylint: disable=protected-access
       loss = None
       with tfmon_train.MonitoredTrainingSession(
           master=config.master, is_chief=config.is_chief,
@@ -633,6 +633,28 @@ class _StopAfterRuns(tf.compat.v1.train.SessionRunHook):
       run_context.request_stop()
 
 
+def _check_cluster(config):
+  """Refuses a TF_CONFIG cluster `config.train_distribute` does not train on.
+
+  Several workers train under a MultiWorkerMirroredStrategy spanning them (one
+  Estimator per worker process, as TF 2.15's did); parameter servers and
+  between-graph replication are not run (BUILD_NOTES: Distribution).
+  """
+  if config.training_cluster_size() <= 1:
+    return
+  spanned = workers.count(config.train_distribute)
+  if config.num_ps_replicas == 0 and spanned == config.num_worker_replicas:
+    return
+  raise ValueError(
+      f'TF_CONFIG describes a cluster of {config.num_worker_replicas} workers and '
+      f'{config.num_ps_replicas} parameter servers ({config.cluster_spec.as_dict()}), '
+      f'and train_distribute={config.train_distribute!r} spans {spanned}: tfmon.estimator '
+      'trains on several processes under RunConfig(train_distribute='
+      'tf.distribute.MultiWorkerMirroredStrategy()) over the chief and workers of '
+      'TF_CONFIG, without parameter servers (docs/distribution.md). Pass that '
+      'strategy, or unset TF_CONFIG to train in this process.')
+
+
 def input_fn_kwargs(input_fn, mode, params, config):
   """What TF's Estimator passed `input_fn`: those of `mode`, `params` and
   `config` its signature names, and `input_context` (one input pipeline) under
@@ -659,10 +681,10 @@ def input_fn_kwargs(input_fn, mode, params, config):
                     'strategy; bind others with functools.partial or a lambda).')
   available = {'mode': mode, 'params': params, 'config': config}
   if strategy:
-    # One input pipeline; training under a MirroredStrategy deals its batches
-    # to the replicas (replicated.py), evaluation runs unreplicated.
-    available['input_context'] = tf.distribute.InputContext(
-        num_replicas_in_sync=replicated.replicas(strategy) if mode == ModeKeys.TRAIN else 1)
+    # One input pipeline per worker; training under a strategy deals its
+    # batches to the replicas (replicated.py), evaluation runs unreplicated.
+    available['input_context'] = (replicated.input_context(strategy) if mode == ModeKeys.TRAIN
+                                  else tf.distribute.InputContext())
   return {k: v for k, v in available.items() if k in parameters}
 
 

@@ -6,15 +6,17 @@ it (`_actual_train_model_distributed`):
     number of replicas (TF's private flag for Estimator), so that the
     gradients they sum across replicas in `apply_gradients` are the mean's:
     one update of each (mirrored) variable a step;
-  - `input_fn` is called once, and its dataset's elements dealt to the
-    replicas in turn, one whole element (a per-replica batch) each, as TF's
-    `make_input_fn_iterator` dealt them: the batch size of `input_fn` is the
-    per-replica one;
+  - `input_fn` is called once (per worker), and its dataset's elements dealt
+    to the process's replicas in turn, one whole element (a per-replica
+    batch) each, as TF's `make_input_fn_iterator` dealt them: the batch size
+    of `input_fn` is the per-replica one;
   - `model_fn` is called once per replica (`call_for_each_replica`); the spec
-    the session runs has the replicas' losses averaged (summed when the
-    optimizers did not scale them: a SUM-reduced loss, as TF reported it),
-    one op running every replica's `train_op`, and replica 0's hooks and
-    scaffold.
+    the session runs has the process's replicas' losses averaged (summed
+    when the optimizers did not scale them: a SUM-reduced loss, as TF
+    reported it), one op running every replica's `train_op`, and the first
+    replica's hooks and scaffold.
+Under MultiWorkerMirroredStrategy each worker process builds its replicas so;
+their gradients are summed across all workers' replicas.
 Variables are mirrored and listed once under their TF1 names (replica 0's),
 so checkpoints restore into the unreplicated graphs of evaluation, prediction
 and export.
@@ -25,12 +27,28 @@ import contextlib
 import tensorflow as tf
 
 from tfmon import tf_internals
+from tfmon import workers
 from tfmon.estimator.spec import EstimatorSpec, ModeKeys
 
 
 def replicas(strategy):
-  """How many replicas `strategy` (or None) trains on."""
+  """How many replicas `strategy` (or None) trains on, in all its workers."""
   return 1 if strategy is None else strategy.num_replicas_in_sync
+
+
+def local_replicas(strategy):
+  """How many of `strategy`'s replicas are this process's."""
+  return 1 if strategy is None else len(strategy.extended.worker_devices)
+
+
+def input_context(strategy):
+  """The `tf.distribute.InputContext` TF's Estimator gave a training
+  `input_fn` under `strategy`: one input pipeline per worker."""
+  count = workers.count(strategy)
+  return tf.distribute.InputContext(
+      num_input_pipelines=count,
+      input_pipeline_id=workers.index(strategy) if count > 1 else 0,
+      num_replicas_in_sync=replicas(strategy))
 
 
 def scope(strategy):
@@ -55,7 +73,8 @@ def train_spec(strategy, dataset, call_model_fn):
   graph = tf.compat.v1.get_default_graph()
   iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
   elements, previous = [], []
-  for _ in range(replicas(strategy)):
+  local = local_replicas(strategy)
+  for _ in range(local):
     with tf.control_dependencies(previous):  # replica i takes the i-th element
       element = iterator.get_next()
     previous = tf.nest.flatten(element)
@@ -73,18 +92,21 @@ def train_spec(strategy, dataset, call_model_fn):
   with strategy.scope(), tf_internals.scale_loss_as_estimator(strategy), \
       tf_internals.custom_gradients_registered(registered):
     inputs = strategy.experimental_distribute_values_from_function(
-        lambda context: elements[context.replica_id_in_sync_group])
+        lambda context: elements[context.replica_id_in_sync_group % local])
     losses, train_ops = strategy.extended.call_for_each_replica(
         lambda element: replica_spec(*element), args=(inputs,))
-    reduction = (tf.distribute.ReduceOp.MEAN if tf_internals.loss_scaled_by_optimizer(graph)
-                 else tf.distribute.ReduceOp.SUM)
-    loss = strategy.reduce(reduction, losses, axis=None)
+    # Over this process's replicas, with no collective op: a chief-only hook
+    # (the summary saver) fetches it alone; each worker reports its own loss.
+    losses = strategy.experimental_local_results(losses)
+    loss = tf.math.add_n(losses)
+    if tf_internals.loss_scaled_by_optimizer(graph):
+      loss /= len(losses)
     train_op = tf.group(*[t if isinstance(t, tf.Operation) else t.op
                           for t in strategy.experimental_local_results(train_ops)])
   # The all-reduces' gradients would hold the graph until the process ends
   # (tf_internals.custom_gradients_registered); its gradients are built.
   tf_internals.forget_custom_gradients(registered)
-  first = specs[0]
+  first = specs[min(specs)]  # this process's first replica's
   graph.strategy = strategy
   return EstimatorSpec(
       mode=ModeKeys.TRAIN, loss=loss, train_op=train_op,

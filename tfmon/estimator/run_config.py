@@ -6,18 +6,21 @@ What tfmon does with each setting (TF 2.15's Estimator read them all):
     TF2's defaults (configure `tf.config` instead);
   - `device_fn`: the device function the graphs are built under, as TF's;
   - `train_distribute`: None, a `OneDeviceStrategy` (the device the model_fn
-    is built on), or a `MirroredStrategy`: trains as TF's Estimator did, the
+    is built on), a `MirroredStrategy` or a `MultiWorkerMirroredStrategy`
+    over TF_CONFIG's chief and workers: trains as TF's Estimator did, the
     model_fn once per replica (estimator/replicated.py);
   - `eval_distribute`: None, or either strategy: evaluation runs unreplicated
     on its first device (and says so), `steps` counting batches of input_fn;
     any other strategy is refused, naming the fix;
   - TF_CONFIG's `cluster` and `task`: read as TF read them (`cluster_spec`,
     `task_type`, `task_id`, `is_chief`, `master`, `num_ps_replicas`,
-    `num_worker_replicas`, `global_id_in_cluster`); an Estimator refuses to
-    train on a cluster of more than one task (docs/porting.md);
+    `num_worker_replicas`, `global_id_in_cluster`); an Estimator trains on
+    a cluster of several tasks only under a MultiWorkerMirroredStrategy
+    spanning its chief and workers, with no parameter servers
+    (docs/distribution.md); an evaluator task evaluates (train_and_evaluate);
   - `protocol`, `experimental_max_worker_delay_secs`,
-    `session_creation_timeout_secs`: kept, and read by nothing tfmon runs in
-    one process (no servers, no non-chief workers, no session to wait for);
+    `session_creation_timeout_secs`: kept, and read by nothing tfmon runs
+    (the strategy starts the servers; no session waits for a chief);
   - `experimental_distribute`: refused (a TF 1.x DistributeConfig).
 """
 
@@ -52,10 +55,13 @@ class TaskType:
 
 
 def check_strategy(strategy, name):
-  """Returns `strategy` (None, a OneDeviceStrategy or a MirroredStrategy);
-  refuses any other."""
+  """Returns `strategy` (None, a OneDeviceStrategy or a MirroredStrategy, or
+  for training a MultiWorkerMirroredStrategy); refuses any other."""
   if strategy is None or isinstance(strategy, tf.distribute.OneDeviceStrategy):
     return strategy
+  if name == 'train_distribute' and isinstance(
+      strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return strategy  # one Estimator per worker process (TF_CONFIG's chief and workers)
   if isinstance(strategy, tf.distribute.MirroredStrategy):
     if name == 'eval_distribute' and strategy.num_replicas_in_sync > 1:
       logging.info('eval_distribute=%r: evaluation runs unreplicated, on the '
@@ -63,10 +69,12 @@ def check_strategy(strategy, name):
                    strategy)
     return strategy
   raise ValueError(
-      f'{name}={strategy!r}: tfmon.estimator runs a model_fn in one process, under '
+      f'{name}={strategy!r}: tfmon.estimator runs a model_fn under '
       'tf.distribute.MirroredStrategy (the devices of this process), '
-      'OneDeviceStrategy or none. Train on several processes with a step function '
-      'and tfmon.train.MonitoredTrainingSession(strategy=...).')
+      'OneDeviceStrategy or none' + (
+          ', or trains on several processes under MultiWorkerMirroredStrategy '
+          '(docs/distribution.md).' if name == 'train_distribute' else
+          '; it evaluates in one process.'))
 
 
 def strategy_device(strategy):
@@ -93,8 +101,9 @@ class RunConfig:
     keep_checkpoint_max: Checkpoints kept.
     keep_checkpoint_every_n_hours: Also keep one every N hours.
     log_step_count_steps: Log the loss and the step rate every N steps.
-    train_distribute: None, a `tf.distribute.OneDeviceStrategy` or a
-      `tf.distribute.MirroredStrategy` (the model_fn built per replica).
+    train_distribute: None, a `tf.distribute.OneDeviceStrategy`, a
+      `tf.distribute.MirroredStrategy` or a `MultiWorkerMirroredStrategy`
+      (the model_fn built per replica).
     device_fn: `device_fn(op)` returning the device of each op of the graphs.
     protocol: The servers' protocol (kept; tfmon starts no servers).
     eval_distribute: None, or either strategy (evaluation runs unreplicated

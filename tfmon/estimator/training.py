@@ -1,13 +1,18 @@
-"""TrainSpec, EvalSpec and train_and_evaluate, as tf.estimator's local training ran them."""
+"""TrainSpec, EvalSpec and train_and_evaluate, as tf.estimator ran them: in
+one process, or (TF_CONFIG, train_distribute=MultiWorkerMirroredStrategy)
+training in each worker process and evaluating in the evaluator task."""
 
 import collections
 import os
+import time
 
 import tensorflow as tf
 
 from tfmon import arg_checks
+from tfmon import workers
 from tfmon import tf_logging as logging
 from tfmon.estimator import exporter as exporter_lib
+from tfmon.estimator import run_config
 
 
 class TrainSpec(collections.namedtuple(
@@ -116,23 +121,60 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
     self._timer.update_last_triggered_step(global_step_value)
     checkpoint = self._estimator.latest_checkpoint()
     if checkpoint == self._previous_checkpoint:
-      logging.warning('No new checkpoint ready for evaluation. Skip the current '
-                      'evaluation pass as evaluation results are expected to be same '
-                      'for the same checkpoint.')
+      logging.warning(_SAME_CHECKPOINT)
       return
     self._previous_checkpoint = checkpoint
-    spec = self._eval_spec
-    self.eval_result = self._estimator.evaluate(
-        spec.input_fn, steps=spec.steps, hooks=spec.hooks, name=spec.name,
-        checkpoint_path=checkpoint)
-    # TF1's rule: final when the evaluated step reached max_steps (never without it).
-    is_the_final_export = bool(self._max_steps) and (
-        self.eval_result['global_step'] >= self._max_steps)
-    export_dir_base = os.path.join(self._estimator.model_dir, 'export')
-    self.export_results = [
-        exporter.export(self._estimator, os.path.join(export_dir_base, exporter.name),
-                        checkpoint, self.eval_result, is_the_final_export)
-        for exporter in spec.exporters]
+    self.eval_result, self.export_results = _evaluate_and_export(
+        self._estimator, self._eval_spec, self._max_steps, checkpoint)
+
+
+_SAME_CHECKPOINT = ('No new checkpoint ready for evaluation. Skip the current '
+                    'evaluation pass as evaluation results are expected to be same '
+                    'for the same checkpoint.')
+
+
+def _evaluate_and_export(estimator, eval_spec, max_steps, checkpoint):
+  """Evaluates `checkpoint` and runs the exporters on it: `(results, exports)`."""
+  result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps,
+                              hooks=eval_spec.hooks, name=eval_spec.name,
+                              checkpoint_path=checkpoint)
+  # TF1's rule: final when the evaluated step reached max_steps (never without it).
+  is_the_final_export = bool(max_steps) and result['global_step'] >= max_steps
+  export_dir_base = os.path.join(estimator.model_dir, 'export')
+  return result, [
+      exporter.export(estimator, os.path.join(export_dir_base, exporter.name),
+                      checkpoint, result, is_the_final_export)
+      for exporter in eval_spec.exporters]
+
+
+def _evaluate_continuously(estimator, train_spec, eval_spec):
+  """An evaluator task's loop, as TF's `_TrainingExecutor.run_evaluator`: each
+  new checkpoint the workers save, at most every `throttle_secs`, until one
+  reaches `train_spec.max_steps` (without it, for good)."""
+  if eval_spec.start_delay_secs:
+    logging.info('Waiting %f secs before starting eval.', eval_spec.start_delay_secs)
+    time.sleep(eval_spec.start_delay_secs)
+  previous = None
+  while True:
+    start = time.time()
+    checkpoint = estimator.latest_checkpoint()
+    if checkpoint is None:
+      logging.info('Estimator is not trained yet. Will start an evaluation when a '
+                   'checkpoint is ready.')
+    elif checkpoint == previous:
+      logging.warning(_SAME_CHECKPOINT)
+    else:
+      previous = checkpoint
+      result, exports = _evaluate_and_export(estimator, eval_spec, train_spec.max_steps,
+                                             checkpoint)
+      if train_spec.max_steps and result['global_step'] >= train_spec.max_steps:
+        logging.info('Exiting evaluation, global_step=%s >= train max_steps=%s',
+                     result['global_step'], train_spec.max_steps)
+        return result, exports
+    delay = eval_spec.throttle_secs - (time.time() - start)
+    if delay > 0:
+      logging.info('Waiting %f secs before starting next eval run.', delay)
+      time.sleep(delay)
 
 
 def train_and_evaluate(estimator, train_spec, eval_spec):
@@ -150,6 +192,18 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     raise TypeError(f'train_spec must be a tfmon.estimator.TrainSpec; got {train_spec!r}.')
   if not isinstance(eval_spec, EvalSpec):
     raise TypeError(f'eval_spec must be a tfmon.estimator.EvalSpec; got {eval_spec!r}.')
+  config = estimator.config
+  if config.task_type == run_config.TaskType.EVALUATOR:
+    return _evaluate_continuously(estimator, train_spec, eval_spec)
+  if workers.count(config.train_distribute) > 1:
+    # Each worker trains; the evaluator task evaluates, as TF 2.15 split them.
+    logging.info('Running train_and_evaluate on %s of %d workers: it trains; an '
+                 'evaluator task in TF_CONFIG evaluates the checkpoints.',
+                 workers.name(config.train_distribute), config.num_worker_replicas)
+    estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
+                    max_steps=train_spec.max_steps,
+                    saving_listeners=list(train_spec.saving_listeners))
+    return None, None
   listener = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps)
   estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
                   max_steps=train_spec.max_steps,
