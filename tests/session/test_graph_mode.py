@@ -203,8 +203,6 @@ def test_what_a_captured_graph_cannot_run_is_refused_at_creation_with_the_fix():
     _tf1_model()
     with pytest.raises(ValueError, match=r'strategy=.* with a captured TF1 graph'):
       tfmon.train.MonitoredSession(strategy=tf.distribute.OneDeviceStrategy('/cpu:0'))
-    with pytest.raises(ValueError, match=r'jit_compile=True with a captured TF1 graph'):
-      tfmon.train.MonitoredSession(jit_compile=True)
 
 
 def test_tf1_v1_layers_and_rnn_cells_build_with_tf_keras_installed():

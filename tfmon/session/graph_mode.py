@@ -9,6 +9,9 @@ After the hooks' `begin()`, the session creator's `Scaffold.finalize()`
 finalizes the graph, as TF1's did.
 """
 
+import logging
+import os
+
 import tensorflow as tf
 
 
@@ -105,12 +108,32 @@ def strategy_of(graph, strategy):
   return graph.strategy
 
 
-def refuse_unsupported(graph, strategy, jit_compile):
-  """Raises ValueError, with the fix, for what a captured graph cannot run yet."""
-  if jit_compile:
-    raise ValueError(
-        f'jit_compile={jit_compile!r} with a captured TF1 graph is not supported '
-        '(XLA on every op it can compile made TF\'s CIFAR-10 tutorial 2x slower a '
-        'step on CPU): compile the ops you choose with '
-        '`with tf.xla.experimental.jit_scope():` in the graph code, as in TF1, or '
-        'build the model as a step function.')
+def wants_xla(config):
+  """Whether a TF1 `ConfigProto` turns on XLA auto-clustering
+  (`graph_options.optimizer_options.global_jit_level` ON_1 or ON_2)."""
+  levels = tf.compat.v1.OptimizerOptions
+  return isinstance(config, tf.compat.v1.ConfigProto) and (
+      config.graph_options.optimizer_options.global_jit_level in (levels.ON_1, levels.ON_2))
+
+
+def autoclustering():
+  """Turns on XLA auto-clustering, TF1's `global_jit_level=ON_1`: XLA compiles
+  the clusters of ops it can in each function TensorFlow instantiates from
+  now on (TF2's switch is the process's). Returns a function that restores
+  the previous setting.
+
+  TF1's clustering on CPU needs `TF_XLA_FLAGS=--tf_xla_cpu_global_jit` set
+  before TensorFlow starts (read once, at device registration): without it,
+  and with no GPU, this says so, as nothing will compile.
+  """
+  previous = tf.config.optimizer.get_jit()
+  tf.config.optimizer.set_jit('autoclustering')
+  if (not tf.config.list_logical_devices('GPU') and
+      'tf_xla_cpu_global_jit' not in os.environ.get('TF_XLA_FLAGS', '')):
+    logging.getLogger('tensorflow').warning(
+        'XLA auto-clustering (jit_compile=True, or a ConfigProto\'s '
+        'global_jit_level, on a captured graph) compiles nothing on CPU unless '
+        'TF_XLA_FLAGS=--tf_xla_cpu_global_jit is set before TensorFlow starts, '
+        'as in TF1. (On a 2-core CPU it made TF\'s CIFAR-10 tutorial step 2x '
+        'slower, TF1\'s own XLA too; BUILD_NOTES: XLA.)')
+  return lambda: tf.config.optimizer.set_jit(previous or False)

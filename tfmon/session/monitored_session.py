@@ -169,14 +169,13 @@ class _MonitoredSession:
     strategy = _resolve_strategy(strategy)
     if self._graph is not None:  # the one it was built under (capture_graph)
       strategy = graph_mode.strategy_of(self._graph, strategy)
-    if jit_compile and strategy and strategy.num_replicas_in_sync > 1:
+    if (jit_compile and self._graph is None and strategy and
+        strategy.num_replicas_in_sync > 1):
       raise ValueError(
           f'jit_compile={jit_compile!r} with {strategy!r}: XLA compiles each whole '
           f'step function, which spans its {strategy.num_replicas_in_sync} replicas\' '
           'devices, and XLA cannot compile across devices. Leave jit_compile unset '
           'under a strategy with more than one replica.')
-    if self._graph is not None:
-      graph_mode.refuse_unsupported(self._graph, strategy, jit_compile)
     self._strategy = strategy
     self._multi_worker = strategy is not None and workers.count(strategy) > 1
     if self._multi_worker and should_recover:

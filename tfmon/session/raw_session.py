@@ -9,6 +9,7 @@ from tfmon.compiled import fetch_plan
 from tfmon.compiled import graph_capture
 from tfmon.compiled import graph_call
 from tfmon.compiled.worker_agreement import WorkerAgreement
+from tfmon.session import graph_mode
 
 
 def require_eager():
@@ -47,6 +48,7 @@ class RawSession(tf_internals.SessionInterface):
     self._graph_call = (graph_call.GraphCall(graph, self._compiler.stop_flag)
                         if graph is not None else None)
     self._last_fused = None  # a multi-worker session's last fused call's args
+    self._restore_jit = None  # restores XLA auto-clustering's setting at close
     # The checkpoint its creator restored, or None.
     self.restored_from = None
     self._closed = False
@@ -127,8 +129,13 @@ class RawSession(tf_internals.SessionInterface):
     return self._compiler.stop_requested
 
   def set_jit_compile(self, jit_compile):
-    """Compiles the step functions of calls traced from now on with XLA."""
-    self._compiler.set_jit_compile(jit_compile)
+    """Compiles the step functions of calls traced from now on with XLA; on a
+    captured graph, XLA auto-clusters its functions until the session closes,
+    as TF1's `global_jit_level=ON_1` did (graph_mode.autoclustering)."""
+    if self._graph_call is None:
+      self._compiler.set_jit_compile(jit_compile)
+    elif jit_compile and self._restore_jit is None:
+      self._restore_jit = graph_mode.autoclustering()
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     """Runs `fetches` with `feed_dict` in one compiled call.
@@ -260,6 +267,9 @@ class RawSession(tf_internals.SessionInterface):
 
   def close(self):
     self._closed = True
+    if self._restore_jit is not None:
+      self._restore_jit()
+      self._restore_jit = None
     self._compiler.release()
     if self._graph_call is not None:
       self._graph_call.close()

@@ -1,5 +1,6 @@
 """Session creators: build the RawSession, then restore or initialize what it runs."""
 
+import copy
 import os
 
 from tfmon import tf_logging as logging
@@ -8,6 +9,8 @@ import tensorflow as tf
 from tfmon import checkpointing
 from tfmon import paths
 from tfmon import workers
+from tfmon.compiled import graph_capture
+from tfmon.session import graph_mode
 from tfmon.session.raw_session import RawSession
 from tfmon.session.scaffold import Scaffold
 
@@ -80,6 +83,15 @@ def _restore_in_turn(session, scaffold, restore):
   return restored
 
 
+def _raw_session(xla):
+  """A RawSession; on a captured graph whose ConfigProto asked for XLA
+  (`global_jit_level`), auto-clustering its functions as TF1's did."""
+  session = RawSession()
+  if xla and session.graph is not None:
+    session.set_jit_compile(True)
+  return session
+
+
 def warn_unused(master, config):
   """Warns of `master` and of what `config` asks beyond TF2's defaults: a tfmon
   session runs in this process, configured by `tf.config`."""
@@ -94,6 +106,13 @@ def warn_unused(master, config):
     logging.warning('config=%r is ignored: configure TensorFlow with tf.config '
                     'instead.', config)
     return
+  if graph_mode.wants_xla(config) and graph_capture.current() is not None:
+    config = copy.deepcopy(config)  # applied to a captured graph: RawSession
+    config.graph_options.optimizer_options.ClearField('global_jit_level')
+    if not config.graph_options.optimizer_options.ListFields():
+      config.graph_options.ClearField('optimizer_options')
+    if not config.graph_options.ListFields():
+      config.ClearField('graph_options')
   unapplied = _unapplied_settings(config)
   if unapplied:
     logging.warning('config sets %s, which tfmon does not apply: configure '
@@ -125,8 +144,9 @@ class ChiefSessionCreator(SessionCreator):
   Args:
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
-    config: A `tf.compat.v1.ConfigProto`, not applied: a warning names what it
-      sets beyond TF2's defaults (use `tf.config`).
+    config: A `tf.compat.v1.ConfigProto`, not applied (a warning names what it
+      sets beyond TF2's defaults: use `tf.config`), except its XLA
+      `global_jit_level` on a captured graph (auto-clustering, as TF1's).
     checkpoint_dir: A directory to restore the latest checkpoint from.
     checkpoint_filename_with_path: A checkpoint to restore (wins over the directory).
   """
@@ -135,6 +155,7 @@ class ChiefSessionCreator(SessionCreator):
                checkpoint_filename_with_path=None):
     self._scaffold = _check_scaffold(scaffold)
     warn_unused(master, config)
+    self._xla = graph_mode.wants_xla(config)
     checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
     if checkpoint_filename_with_path is not None and not isinstance(
         checkpoint_filename_with_path, (str, os.PathLike)):
@@ -149,7 +170,7 @@ class ChiefSessionCreator(SessionCreator):
 
   def create_session(self):
     self._scaffold.finalize()
-    session = RawSession()
+    session = _raw_session(self._xla)
     self._scaffold.watch_step_variables(session)
     restored = _restore_in_turn(session, self._scaffold, lambda: _restore_latest(
         self._scaffold, self._checkpoint_dir, self._checkpoint_filename_with_path))
@@ -166,8 +187,9 @@ class WorkerSessionCreator(SessionCreator):
   Args:
     scaffold: A `Scaffold`, or None for the default.
     master: Ignored, with a warning: tfmon runs in this process.
-    config: A `tf.compat.v1.ConfigProto`, not applied: a warning names what it
-      sets beyond TF2's defaults (use `tf.config`).
+    config: A `tf.compat.v1.ConfigProto`, not applied (a warning names what it
+      sets beyond TF2's defaults: use `tf.config`), except its XLA
+      `global_jit_level` on a captured graph (auto-clustering, as TF1's).
     max_wait_secs: Accepted for v1 compatibility: eager variables never wait.
     checkpoint_dir: A directory whose latest checkpoint, if any, is restored.
   """
@@ -176,12 +198,13 @@ class WorkerSessionCreator(SessionCreator):
                checkpoint_dir=None):
     self._scaffold = _check_scaffold(scaffold)
     warn_unused(master, config)
+    self._xla = graph_mode.wants_xla(config)
     del max_wait_secs
     self._checkpoint_dir = paths.check_directory(checkpoint_dir, 'checkpoint_dir')
 
   def create_session(self):
     self._scaffold.finalize()
-    session = RawSession()
+    session = _raw_session(self._xla)
     self._scaffold.watch_step_variables(session)
     restored = _restore_in_turn(
         session, self._scaffold, lambda: _restore_latest(self._scaffold, self._checkpoint_dir))
