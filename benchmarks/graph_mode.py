@@ -19,6 +19,13 @@ Workloads:
   cifar10  TensorFlow's CIFAR-10 tutorial graph (benchmarks/startup.py), input
            from a tf.data one-shot iterator, v1 summaries.
 
+  xla      the cifar10 graph with XLA's auto-clustering: `tf1-xla` (TF1's
+           ConfigProto global_jit_level=ON_1) and `tfmon-xla` (jit_compile=True)
+           against `tf1` without XLA, each timed from its first run (XLA's
+           compilation included) over --steps (default 300) steps. On CPU this
+           needs TF_XLA_FLAGS=--tf_xla_cpu_global_jit before TensorFlow starts,
+           which `--model xla` sets.
+
 `tfmon-hooks` is the port with tfmon's hooks, whose runs between due steps
 fetch `train_op` alone; `tfmon-fused` (cifar10) is that with `steps_per_loop=100`.
 Each round times `--steps` steps after a warm-up run of each variant (tracing,
@@ -26,16 +33,19 @@ pruning and TF's first-call optimization excluded); ratios are medians of
 same-round ratios, since this box's speed moves between rounds. The idle-hooks
 line is tfmon with 50 idle tfmon hooks against tfmon with one, same rounds.
 
-  python -m benchmarks.graph_mode [--model mlp|hooks|cifar10|all] [--device /gpu:0] [--rounds N] [--steps N]
+  python -m benchmarks.graph_mode [--model mlp|hooks|cifar10|xla|all] [--device /gpu:0] [--rounds N] [--steps N]
 """
 
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+if 'xla' in sys.argv:  # read once, when TensorFlow registers the CPU device
+  os.environ.setdefault('TF_XLA_FLAGS', '--tf_xla_cpu_global_jit')
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -161,6 +171,36 @@ def _seconds_per_step(model, variant, steps, idle_hooks=0):
 _DEVICE = [None]  # --device: where both variants build the model (None: TF's choice)
 
 
+def _xla_seconds(variant, steps):
+  """Seconds from the first run to the end of `steps` steps of the cifar10
+  graph: `tf1`, `tf1-xla` (ConfigProto global_jit_level=ON_1) or `tfmon-xla`
+  (jit_compile=True), with MonitoredTrainingSession's default duties."""
+  tfmon_variant = variant.startswith('tfmon')
+  graph, train = (tfmon.Graph, tfmon.train) if tfmon_variant else (tf.Graph, v1.train)
+  with graph().as_default(), tf.device(_DEVICE[0]):
+    _, train_op = startup.cifar_tutorial_graph(tf, np, v1.summary)
+    config = v1.ConfigProto()
+    if variant == 'tf1-xla':
+      config.graph_options.optimizer_options.global_jit_level = v1.OptimizerOptions.ON_1
+    with train.MonitoredTrainingSession(
+        checkpoint_dir=tempfile.mkdtemp(), config=config,
+        hooks=[train.StopAtStepHook(last_step=steps)],
+        **({'jit_compile': True} if tfmon_variant else {})) as sess:
+      start = time.perf_counter()
+      while not sess.should_stop():
+        sess.run(train_op)
+      return time.perf_counter() - start
+
+
+def measure_xla(rounds, steps):
+  variants = ('tf1', 'tf1-xla', 'tfmon-xla')
+  results = {v: [] for v in variants}
+  for r in range(rounds):
+    for variant in variants[r % 3:] + variants[:r % 3]:
+      results[variant].append(_xla_seconds(variant, steps))
+  return results
+
+
 def measure(model, rounds, steps):
   variants = ('tfmon', 'tf1', 'tfmon-hooks', 'tfmon-50-idle', 'tfmon-1-idle') + (
       ('tfmon-fused',) if model == 'cifar10' else ())
@@ -181,7 +221,8 @@ def _ratio(results, a, b):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--model', default='all', choices=['mlp', 'cifar10', 'hooks', 'all'])
+  parser.add_argument('--model', default='all',
+                      choices=['mlp', 'cifar10', 'hooks', 'xla', 'all'])
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--steps', type=int, default=None,
                       help='steps timed per round (default: 2000 mlp, 60 cifar10)')
@@ -189,6 +230,17 @@ def main():
                       help="where to build the models, e.g. '/gpu:0' (default: TF's choice)")
   args = parser.parse_args()
   _DEVICE[0] = args.device
+  if args.model == 'xla':
+    steps = args.steps or 300
+    results = measure_xla(args.rounds, steps)
+    print(f'xla: {args.rounds} rounds of {steps} cifar10 steps from the first run, '
+          's (median)')
+    for variant, times in results.items():
+      print(f'  {variant:15s} {statistics.median(times):8.2f}')
+    print(f'  TF1 without XLA time / tfmon-xla time (speed-up): '
+          f'{_ratio(results, "tf1", "tfmon-xla"):.3f} (goal >= 1.1); TF1\'s own '
+          f'XLA: {_ratio(results, "tf1", "tf1-xla"):.3f}')
+    return
   models = ['mlp', 'hooks', 'cifar10'] if args.model == 'all' else [args.model]
   for model in models:
     steps = args.steps or {'mlp': 2000, 'hooks': 2000, 'cifar10': 60}[model]
