@@ -9,16 +9,20 @@
    agree within 1e-5, and the ms a step of each.
 2. XLA against not: a step function under `jit_compile=True` and without, in
    tfmon's MonitoredSession on one GPU: ms a step.
-3. `benchmarks.graph_mode` (MLP, hooks) and `benchmarks.estimator` (MLP, steady)
+3. Host syncs a step: in the TF2 profiler's trace of 10 mirrored training runs
+   (`[train_op, loss]`), the device-to-host copies, and the functions and
+   eager calls Python made, a run (TF2 leaves RunMetadata's step stats empty;
+   the trace holds them).
+4. `benchmarks.graph_mode` (MLP, hooks) and `benchmarks.estimator` (MLP, steady)
    on `/gpu:0`: tfmon against TF1's graph mode on the same device.
-Not measured yet: host syncs a step (TF2 leaves RunMetadata's step stats empty;
-the TF2 profiler's trace holds the copies). Nothing here has run on a GPU yet
-(this box has none): the dry run checks the script, not GPU figures.
+Nothing here has run on a GPU yet (this box has none): the dry run checks the
+script, not GPU figures (on CPU there are no device copies to count).
 """
 
 import argparse
 import os
 import statistics
+import tempfile
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -54,8 +58,12 @@ def _build():
       loss, global_step=v1.train.get_or_create_global_step())
 
 
-def _train(strategy, batch):
-  """ms a step and the final weights, training `_build` for _STEPS steps."""
+_TRACED_RUNS = 10
+
+
+def _train(strategy, batch, trace_dir=None):
+  """ms a step and the final weights, training `_build` for _STEPS steps;
+  with `trace_dir`, then traces _TRACED_RUNS more runs there."""
   import tfmon  # pylint: disable=import-outside-toplevel
   graph, (loss, train_op) = tfmon.train.capture_graph(_build, strategy=strategy)
   with graph.as_default():
@@ -66,17 +74,37 @@ def _train(strategy, batch):
         sess.run([train_op, loss], feed_dict={'x:0': batch})
       seconds = (time.perf_counter() - start) / (_STEPS - 1)
       weights = sess.run([v for v in tf.compat.v1.trainable_variables()])
+      if trace_dir:
+        tf.profiler.experimental.start(trace_dir)
+        for _ in range(_TRACED_RUNS):
+          sess.run([train_op, loss], feed_dict={'x:0': batch})
+        tf.profiler.experimental.stop()
   return 1e3 * seconds, [np.asarray(w) for w in weights]
 
 
-def mirrored_against_single(devices):
+def mirrored_against_single(devices, trace_dir):
   batch = np.random.default_rng(0).normal(size=(256, 64)).astype(np.float32)
   single_ms, single = _train(tf.distribute.OneDeviceStrategy(devices[0]), batch)
-  mirrored_ms, mirrored = _train(tf.distribute.MirroredStrategy(devices), batch)
+  mirrored_ms, mirrored = _train(tf.distribute.MirroredStrategy(devices), batch,
+                                 trace_dir)
   gap = max(float(np.max(np.abs(a - b))) for a, b in zip(single, mirrored))
   print(f'1. mirrored over {len(devices)} devices: {mirrored_ms:.2f} ms a step, one '
         f'device {single_ms:.2f}; weights differ by {gap:.2e} (must be < 1e-5)')
   return gap < 1e-5
+
+
+def host_syncs(trace_dir):
+  from tfmon import tf_internals  # pylint: disable=import-outside-toplevel
+  counts = tf_internals.trace_event_counts(trace_dir)
+  if counts is None:
+    print('3. host syncs: not counted (TensorFlow no longer ships its trace proto)')
+    return
+  copies = sum(n for name, n in counts.items()
+               if 'dtoh' in name.lower() or 'd2h' in name.lower())
+  print(f'3. a mirrored run: {copies / _TRACED_RUNS:.1f} device-to-host copies; '
+        f'{counts["FunctionRun"] / _TRACED_RUNS:.1f} functions and '
+        f'{counts["EagerExecute"] / _TRACED_RUNS:.1f} eager calls from Python '
+        '(TF2 profiler trace)')
 
 
 def xla_against_not(device):
@@ -117,9 +145,11 @@ def main():
   args = parser.parse_args()
   started = time.perf_counter()
   devices = _devices(args.cpu)
-  agreed = mirrored_against_single(devices)
+  trace_dir = tempfile.mkdtemp(prefix='gpu_check_trace_')
+  agreed = mirrored_against_single(devices, trace_dir)
   xla_against_not(devices[0])
-  print(f"3. on {devices[0]}: python -m benchmarks.graph_mode --model mlp --device "
+  host_syncs(trace_dir)
+  print(f"4. on {devices[0]}: python -m benchmarks.graph_mode --model mlp --device "
         f"{devices[0]}; python -m benchmarks.estimator --model mlp --part steady "
         f"--device {devices[0]} (separate processes: each sets up its own devices)")
   print(f'done in {time.perf_counter() - started:.0f} s' +

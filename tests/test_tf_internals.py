@@ -508,3 +508,17 @@ def test_variable_creators_of_a_lower_priority_run_after_tfs_own():
         tf_internals.variable_creator_scope(creator('high'), priority=200):
       tf.Variable(1.)
   assert order == ['high', 'public', 'low']
+
+
+def test_profiler_traces_are_read_by_tfs_own_proto(tmp_path):
+  @tf.function
+  def traced_fn(x):
+    return x * 2.0
+
+  tf.profiler.experimental.start(str(tmp_path))
+  for _ in range(3):
+    traced_fn(tf.constant(1.0)).numpy()
+  tf.profiler.experimental.stop()
+  counts = tf_internals.trace_event_counts(str(tmp_path))
+  assert counts is not None, 'TF moved tensorflow.tsl.profiler.protobuf.xplane_pb2'
+  assert sum(n for name, n in counts.items() if 'traced_fn' in name) >= 3

@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 import inspect
 import itertools
+import os
 import sys
 import threading
 import types
@@ -754,3 +755,26 @@ def wait_at_barrier(name, timeout_ms):
   """Waits until every worker of the cluster reaches barrier `name`:
   tf.distribute has no public barrier."""
   _context.context().wait_at_barrier(name, timeout_ms)
+
+
+def trace_event_counts(logdir):
+  """How many events of each name the TF2 profiler traces under `logdir` hold
+  (`*.xplane.pb`, read with TF's own proto: there is no public reader), as a
+  `collections.Counter`; None if TensorFlow no longer ships the proto."""
+  try:
+    xplane_pb2 = importlib.import_module('tensorflow.tsl.profiler.protobuf.xplane_pb2')
+  except ImportError:
+    return None
+  counts = collections.Counter()
+  for root, _, files in os.walk(logdir):
+    for name in files:
+      if not name.endswith('.xplane.pb'):
+        continue
+      space = xplane_pb2.XSpace()
+      with open(os.path.join(root, name), 'rb') as f:
+        space.ParseFromString(f.read())
+      for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+          counts.update(names.get(event.metadata_id, '') for event in line.events)
+  return counts
