@@ -6,10 +6,12 @@ The workers' collective ops time out after 30 s, so a worker left waiting
 alone in one (a regression of the stop agreement) fails the test instead of
 hanging it."""
 
+import functools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import tensorflow as tf
@@ -34,9 +36,16 @@ def _workers(train_dir, **config):
           for code, output in _finish(_start([*_JOB, json.dumps(config)]))]
 
 
-def _one_process(train_dir, **config):
+def _one_process(**config):
   """The same job in one process (no TF_CONFIG), on the whole batch."""
-  config['train_dir'] = str(train_dir)
+  config = {'optimizer': 'sgd', 'input': 'feed', 'steps_per_loop': 1, **config}
+  return _one_process_run(json.dumps(config, sort_keys=True))
+
+
+@functools.cache  # a run's result depends on its config only
+def _one_process_run(config):
+  config = json.loads(config)
+  config['train_dir'] = tempfile.mkdtemp()
   env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
   done = subprocess.run([sys.executable, *_JOB, json.dumps(config)], cwd=_ROOT, env=env,
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -61,7 +70,7 @@ def test_two_workers_train_what_one_process_trains_on_the_whole_batch(
     tmp_path, optimizer, data, steps_per_loop):
   config = dict(last_step=20, optimizer=optimizer, input=data,
                 steps_per_loop=steps_per_loop)
-  single = _one_process(tmp_path / 'single', **config)
+  single = _one_process(**config)
   runs = _workers(tmp_path / 'workers', **config)
   _ok(runs)
   chief, worker = runs[0][1], runs[1][1]
@@ -95,7 +104,7 @@ def test_a_worker_stopping_alone_stops_both_after_the_same_step(
 
 
 def test_sigterm_to_one_worker_saves_the_step_both_resume_from(tmp_path):
-  single = _one_process(tmp_path / 'single', last_step=20)
+  single = _one_process(last_step=20)
   runs = _workers(tmp_path / 'workers', last_step=20, at=[1, 7, 'SIGTERM'])
   _ok(runs, code=143)
   assert [run[1]['step'] for run in runs] == [7, 7]

@@ -2,6 +2,7 @@
 compiles the ops in it; `jit_compile=True`, or a ConfigProto's
 `global_jit_level`, auto-clusters the graph's functions."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -42,6 +43,7 @@ print('LOSS', repr(float(value)))
 '''
 
 
+@functools.cache
 def _run(mode, **env):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='0', **env)
   done = subprocess.run([sys.executable, '-c', _JOB, mode], capture_output=True,

@@ -638,7 +638,7 @@ def _check_cluster(config):
 
   Several workers train under a MultiWorkerMirroredStrategy spanning them (one
   Estimator per worker process, as TF 2.15's did); parameter servers and
-  between-graph replication are not run (BUILD_NOTES: Distribution).
+  between-graph replication are not run (BUILD_NOTES: Multi-worker).
   """
   if config.training_cluster_size() <= 1:
     return

@@ -135,5 +135,5 @@ def autoclustering():
         'global_jit_level, on a captured graph) compiles nothing on CPU unless '
         'TF_XLA_FLAGS=--tf_xla_cpu_global_jit is set before TensorFlow starts, '
         'as in TF1. (On a 2-core CPU it made TF\'s CIFAR-10 tutorial step 2x '
-        'slower, TF1\'s own XLA too; BUILD_NOTES: XLA.)')
+        'slower, TF1\'s own XLA too: docs/distribution.md, XLA.)')
   return lambda: tf.config.optimizer.set_jit(previous or False)
