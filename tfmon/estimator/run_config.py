@@ -14,10 +14,12 @@ What tfmon does with each setting (TF 2.15's Estimator read them all):
     any other strategy is refused, naming the fix;
   - TF_CONFIG's `cluster` and `task`: read as TF read them (`cluster_spec`,
     `task_type`, `task_id`, `is_chief`, `master`, `num_ps_replicas`,
-    `num_worker_replicas`, `global_id_in_cluster`); an Estimator trains on
-    a cluster of several tasks only under a MultiWorkerMirroredStrategy
-    spanning its chief and workers, with no parameter servers
-    (docs/distribution.md); an evaluator task evaluates (train_and_evaluate);
+    `num_worker_replicas`, `global_id_in_cluster`); under a
+    MultiWorkerMirroredStrategy a cluster of workers alone is taken too
+    (worker 0 the chief), as TF 2.15's independent-worker mode took it. An
+    Estimator trains on several tasks only under that strategy spanning the
+    chief and workers, with no parameter servers (docs/distribution.md); an
+    evaluator task evaluates (train_and_evaluate);
   - `protocol`, `experimental_max_worker_delay_secs`,
     `session_creation_timeout_secs`: kept, and read by nothing tfmon runs
     (the strategy starts the servers; no session waits for a chief);
@@ -210,6 +212,10 @@ class RunConfig:
       return
     jobs = self._cluster_spec.jobs
     chief = TaskType.MASTER if TaskType.MASTER in jobs else TaskType.CHIEF
+    if (chief == TaskType.CHIEF and chief not in jobs and isinstance(
+        self._train_distribute, tf.distribute.MultiWorkerMirroredStrategy)):
+      # TF 2.15's independent-worker mode took workers alone: worker 0 leads.
+      chief = None
     if chief == TaskType.MASTER and TaskType.CHIEF in jobs:
       raise ValueError('If `master` node exists in `cluster`, job `chief` is not '
                        'supported.')
@@ -236,7 +242,8 @@ class RunConfig:
       self._num_ps_replicas = len(tasks.get(TaskType.PS, []))
       self._num_worker_replicas = (len(tasks.get(TaskType.WORKER, [])) +
                                    len(tasks.get(chief, [])))
-      order = [chief] + [t for t in sorted(jobs) if t not in (chief, TaskType.PS)]
+      order = [chief] * bool(chief) + [t for t in sorted(jobs)
+                                       if t not in (chief, TaskType.PS)]
       order += [TaskType.PS] if TaskType.PS in jobs else []
       first = 0
       for job in order:
@@ -244,7 +251,8 @@ class RunConfig:
           break
         first += self._cluster_spec.num_tasks(job)
       self._global_id_in_cluster = first + self._task_id
-    self._is_chief = self._task_type == chief
+    self._is_chief = (self._task_type == chief if chief else
+                      (self._task_type, self._task_id) == (TaskType.WORKER, 0))
 
   def training_cluster_size(self):
     """How many processes TF_CONFIG says train (1: none but this one)."""
@@ -273,6 +281,8 @@ class RunConfig:
       values['save_checkpoints_steps'] = None
     values.update(kwargs)
     new._set(**values)  # pylint: disable=protected-access
+    if 'train_distribute' in kwargs:  # it decides how TF_CONFIG reads, as TF's
+      new._read_cluster(json.loads(os.environ.get('TF_CONFIG') or '{}'))  # pylint: disable=protected-access
     return new
 
   # Properties, as TF's RunConfig had them.
@@ -318,11 +328,12 @@ def _model_dir(tf_config, model_dir):
 
 
 def _task(cluster_spec, task, chief):
-  """`(task_type, task_id)` of TF_CONFIG's task, checked as TF checked them."""
-  if chief not in cluster_spec.jobs:
+  """`(task_type, task_id)` of TF_CONFIG's task, checked as TF checked them
+  (`chief` None: a cluster of workers, MultiWorkerMirroredStrategy's)."""
+  if chief and chief not in cluster_spec.jobs:
     raise ValueError(f'If "cluster" is set in TF_CONFIG, it must have one "{chief}" '
                      'node.')
-  if cluster_spec.num_tasks(chief) > 1:
+  if chief and cluster_spec.num_tasks(chief) > 1:
     raise ValueError(f'The "cluster" in TF_CONFIG must have only one "{chief}" node.')
   task_type, task_id = task.get('type'), task.get('index')
   if not task_type:
