@@ -61,7 +61,8 @@ def lost(error, strategy):
   return type(error)(
       error.node_def, error.op,
       f'{name(strategy).capitalize()} lost {who} of its multi-worker strategy: '
-      f'{who} stopped (failed, was killed or exited) while this worker waited '
+      f'{who} stopped (failed, was killed, exited, or its input ended before '
+      f'this worker\'s: every worker needs as many batches) while this worker waited '
       f'for it in a collective op, so training cannot go on. Fix or restart '
       f'{who}\'s process and start every worker again: they resume from the '
       f'latest checkpoint. TensorFlow said: {error.message}')

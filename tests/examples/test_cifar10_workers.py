@@ -123,6 +123,29 @@ def test_sigterm_to_the_launcher_reaches_every_worker_once(tmp_path):
     assert f'[worker {index}] signals [{int(signal.SIGTERM)}]' in out
 
 
+def test_workers_that_cannot_stop_are_killed_grace_secs_after_a_signal(tmp_path):
+  # As a worker waiting in a collective op for one that has left: it ignores
+  # the forwarded SIGTERM.
+  ready = [tmp_path / f'ready_{i}' for i in range(2)]
+  launcher = subprocess.Popen(
+      [sys.executable, _LAUNCH_PY, '--workers', '2', '--grace_secs', '1', '--'] + _worker(f'''
+          signal.signal(signal.SIGTERM, signal.SIG_IGN)
+          open(os.path.join({str(tmp_path)!r}, f'ready_{{index}}'), 'w').close()
+          time.sleep(60)
+          '''),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    _wait_for_files(ready)
+    started = time.monotonic()
+    launcher.send_signal(signal.SIGTERM)
+    _, err = launcher.communicate(timeout=30)
+  finally:
+    launcher.kill()
+  assert time.monotonic() - started < 10
+  assert launcher.returncode == 128 + signal.SIGTERM, err
+  assert 'killing worker(s) [0, 1], still running 1 s after SIGTERM was forwarded' in err
+
+
 def test_no_worker_outlives_a_killed_launcher(tmp_path):
   launcher = subprocess.Popen(
       [sys.executable, _LAUNCH_PY, '--workers', '2', '--'] + _worker(f'''

@@ -10,7 +10,9 @@ What the launcher promises:
 - SIGTERM and SIGINT sent to the launcher are forwarded to every worker, once:
   the workers run in a process group of their own, so Ctrl-C in a terminal reaches
   them through the launcher only (a tfmon session then stops all workers
-  gracefully and they exit with 128 + signal);
+  gracefully and they exit with 128 + signal); workers still running
+  `grace_secs` after the first are killed (one waiting in a collective op for a
+  worker that has left cannot stop), and the launcher exits with 128 + signal;
 - it never hangs on a failed cluster: once a worker exits non-zero, the others
   get `grace_secs` to exit, then are killed (a worker whose peer died waits in
   a collective op forever); and on Linux no worker outlives a killed launcher;
@@ -186,7 +188,7 @@ def launch(command, workers, grace_secs=30.0, prefix_output=True, env=None,
       worker.
     workers: The number of worker processes, >= 1.
     grace_secs: Seconds the other workers get to exit after one exits non-zero,
-      before they are killed.
+      or every worker after a forwarded signal, before they are killed.
     prefix_output: Copy the workers' stdout and stderr to this process's,
       each line prefixed by `[worker i] `; False lets them write directly.
     env: The workers' environment (default: this process's), to which
@@ -230,16 +232,22 @@ def _wait(workers, grace_secs, pending_signals):
   processes = workers.processes
   killed = set()
   deadline = None
+  why = 'a worker failed'
+  forwarded = None  # the first signal forwarded
   try:
     while _running(processes):
       while pending_signals:
+        forwarded = forwarded or pending_signals[0]
         workers.send(pending_signals.pop(0))
+        if deadline is None:  # a worker stuck in a collective op cannot stop
+          deadline = time.monotonic() + grace_secs
+          why = f'{signal.Signals(forwarded).name} was forwarded'
       if deadline is None and any(process.returncode for process in processes):
         deadline = time.monotonic() + grace_secs
       if deadline is not None and time.monotonic() >= deadline:
         killed = set(_running(processes))
         _log(f'launch: killing worker(s) {sorted(killed)}, still running '
-             f'{grace_secs:g} s after a worker failed.')
+             f'{grace_secs:g} s after {why}.')
         workers.kill()
         break
       time.sleep(_POLL_SECS)
@@ -254,6 +262,8 @@ def _wait(workers, grace_secs, pending_signals):
     _log('launch: ' + ', '.join(f'worker {i} exited with {code}' for i, code in failed)
          + '.')
     return failed[0][1]
+  if killed and forwarded:  # stopped by the signal, if not by themselves
+    return 128 + forwarded
   return 0
 
 
@@ -272,7 +282,8 @@ def _parse(argv):
                       help='number of worker processes (>= 1)')
   parser.add_argument('--grace_secs', type=float, default=30.0,
                       help='seconds the other workers get to exit after one fails, '
-                      'before they are killed (default 30)')
+                      'or all after a forwarded signal, before they are killed '
+                      '(default 30)')
   parser.add_argument('--no_prefix', action='store_true',
                       help="leave the workers' output alone instead of prefixing "
                       "each line with '[worker i] '")

@@ -157,6 +157,7 @@ class _MonitoredSession:
                graceful_stop_signals=graceful_stop.DEFAULT_SIGNALS):
     self._sess = None
     self._graceful_stop = None
+    self._input_ended = False  # a multi-worker session's input ran out
     signals = graceful_stop.check_signals(graceful_stop_signals)
     arg_checks.check_seconds(stop_grace_period_secs, 'stop_grace_period_secs',
                              allow_none=False, allow_zero=True)
@@ -296,7 +297,7 @@ class _MonitoredSession:
 
   def _agree_to_stop(self):
     """Tells the other workers this one stops, once (multi-worker only)."""
-    raw = self._multi_worker and self._tf_sess()
+    raw = self._multi_worker and not self._input_ended and self._tf_sess()
     if not raw:
       return
     signum = self._graceful_stop.signal
@@ -371,6 +372,13 @@ class _MonitoredSession:
   def __exit__(self, exception_type, exception_value, traceback):
     if exception_type is SystemExit and self._sess is None:
       return False  # run() stopped on a signal and closed the session already
+    if exception_type is tf.errors.OutOfRangeError and self._multi_worker:
+      # The others are at this step's end too, or wait in its collective ops,
+      # which this worker cannot join: it leaves without the agreement's call.
+      self._input_ended = True
+      logging.info('This worker\'s input ended (OutOfRangeError): it stops without '
+                   'waiting for the other workers, whose inputs must end at the same '
+                   'step (give every worker as many batches).')
     if exception_type in (tf.errors.OutOfRangeError, StopIteration):
       exception_type = None
     self._close_internal(exception_type)
