@@ -1,5 +1,7 @@
 """A tiny deterministic training job shared by the checkpoint and summary tests."""
 
+import os
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -80,3 +82,15 @@ def mirrored_strategy():
   """
   tf.distribute.MirroredStrategy._collective_key_base += 1000  # pylint: disable=protected-access
   return tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+
+
+def worker_strategy():
+  """In a worker process of a multi-worker test (TF_CONFIG set), its
+  MultiWorkerMirroredStrategy, else None. Its collective ops time out after 30
+  s: a worker left waiting alone in one (a regression) fails the test instead
+  of hanging it."""
+  if 'TF_CONFIG' not in os.environ:
+    return None
+  return tf.distribute.MultiWorkerMirroredStrategy(
+      communication_options=tf.distribute.experimental.CommunicationOptions(
+          timeout_seconds=30))

@@ -8,11 +8,12 @@ RESULT: what this task saw.
 """
 
 import json
-import os
 import sys
 
 import numpy as np
 import tensorflow as tf
+
+from tests import training
 
 from tfmon import estimator
 
@@ -53,13 +54,7 @@ def model_fn(features, labels, mode):
 
 def main(model_dir):
   tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
-  strategy = None
-  if 'TF_CONFIG' in os.environ:
-    # A collective op waiting longer than this fails: a task left waiting
-    # alone (a regression) ends the test instead of hanging it.
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=30))
+  strategy = training.worker_strategy()  # None without TF_CONFIG
   config = estimator.RunConfig(model_dir=model_dir, train_distribute=strategy,
                                save_checkpoints_steps=10, log_step_count_steps=5)
   model = estimator.Estimator(model_fn, config=config)

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfmon
+from tests import training
 
 WORKERS = 2
 _ROWS = 8  # a worker's share of a step's batch
@@ -49,13 +50,8 @@ TASK = 0
 def main(config):
   global TASK
   tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
-  strategy = None
-  if 'TF_CONFIG' in os.environ:
-    # A collective op waiting longer than this fails: a worker left waiting
-    # alone in one (a regression) ends the test instead of hanging it.
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=30))
+  strategy = training.worker_strategy()  # None without TF_CONFIG
+  if strategy is not None:
     TASK = strategy.cluster_resolver.task_id
   features, labels = _data(config.get('data_steps', 40))
   feeding = config.get('input', 'feed') == 'feed'
