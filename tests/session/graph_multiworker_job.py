@@ -87,9 +87,15 @@ def main(config):
   try:
     with graph.as_default():
       global_step = tf.compat.v1.train.get_global_step()
-      with tfmon.train.MonitoredTrainingSession(
-          checkpoint_dir=config['train_dir'], save_checkpoint_steps=10, hooks=hooks,
-          steps_per_loop=config.get('steps_per_loop', 1)) as sess:
+      if config.get('session') == 'tf':  # TF's own, as a TF1 script keeps it
+        session = tf.compat.v1.train.MonitoredTrainingSession(
+            checkpoint_dir=config['train_dir'], save_checkpoint_steps=10, hooks=hooks,
+            is_chief=TASK == 0)
+      else:
+        session = tfmon.train.MonitoredTrainingSession(
+            checkpoint_dir=config['train_dir'], save_checkpoint_steps=10, hooks=hooks,
+            steps_per_loop=config.get('steps_per_loop', 1))
+      with session as sess:
         result['start'], result['runs'] = int(sess.run(global_step)), 0
         while not sess.should_stop():
           feeds = None

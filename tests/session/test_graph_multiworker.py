@@ -62,17 +62,22 @@ def _weights(result):
   return result['w'] + result['b']
 
 
-@pytest.mark.parametrize('optimizer, data, steps_per_loop', [
-    ('sgd', 'feed', 1),        # feed_dict: each worker feeds its share
-    ('adam', 'dataset', 5),    # tf.data sharded by input_context; fused runs
+@pytest.mark.parametrize('optimizer, data, steps_per_loop, session', [
+    ('sgd', 'feed', 1, 'tfmon'),      # feed_dict: each worker feeds its share
+    ('adam', 'dataset', 5, 'tfmon'),  # tf.data sharded by input_context; fused runs
+    ('sgd', 'feed', 1, 'tf'),         # TF's own MonitoredTrainingSession
 ])
 def test_two_workers_train_what_one_process_trains_on_the_whole_batch(
-    tmp_path, optimizer, data, steps_per_loop):
+    tmp_path, optimizer, data, steps_per_loop, session):
   config = dict(last_step=20, optimizer=optimizer, input=data,
                 steps_per_loop=steps_per_loop)
   single = _one_process(**config)
-  runs = _workers(tmp_path / 'workers', **config)
+  runs = _workers(tmp_path / 'workers', session=session, **config)
   _ok(runs)
+  # TF's own sessions have no stop agreement, and say so.
+  assert [("TF's own sessions run this graph of a multi-worker strategy without "
+           "the workers' stop agreement") in output for _, _, output in runs] == [
+               session == 'tf'] * 2
   chief, worker = runs[0][1], runs[1][1]
   assert single['step'] == chief['step'] == worker['step'] == 20
   assert _weights(chief) == _weights(worker)

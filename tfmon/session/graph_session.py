@@ -21,6 +21,8 @@ default session and its graph the default graph (`tensor.eval()`,
 import tensorflow as tf
 
 from tfmon import tf_internals
+from tfmon import tf_logging as logging
+from tfmon import workers
 from tfmon.compiled import graph_capture
 from tfmon.session import session_creator
 from tfmon.session.raw_session import RawSession
@@ -56,6 +58,12 @@ class Session(RawSession):
           'inside `with tfmon.Graph().as_default():`.')
     with graph.as_default():
       super().__init__()
+    if graph.strategy is not None and workers.count(graph.strategy) > 1:
+      logging.warning(
+          'TF\'s own sessions run this graph of a multi-worker strategy without '
+          'the workers\' stop agreement: every worker must stop after the same step '
+          '(a StopAtStepHook), else the others wait for it in a collective op. '
+          'tfmon.train.MonitoredTrainingSession makes the workers agree on stops.')
     self._entered = []
 
   @property
