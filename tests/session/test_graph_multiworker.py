@@ -44,12 +44,12 @@ def _one_process(**config):
 
 @functools.cache  # a run's result depends on its config only
 def _one_process_run(config):
-  config = json.loads(config)
-  config['train_dir'] = tempfile.mkdtemp()
   env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
-  done = subprocess.run([sys.executable, *_JOB, json.dumps(config)], cwd=_ROOT, env=env,
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        timeout=120)
+  with tempfile.TemporaryDirectory() as train_dir:
+    config = dict(json.loads(config), train_dir=train_dir)
+    done = subprocess.run([sys.executable, *_JOB, json.dumps(config)], cwd=_ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=120)
   assert done.returncode == 0, done.stdout[-3000:]
   return _result(done.stdout)
 
