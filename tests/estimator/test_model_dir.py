@@ -10,9 +10,6 @@ readers of TF 2.21 stand for it: tf.compat.v1's Saver in a tf.Graph,
 `tf.train.load_variable` and `import_meta_graph`.
 """
 
-import functools
-import importlib.util
-import json
 import logging
 import os
 import re
@@ -22,25 +19,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.estimator import recorded as recorded_lib
 from tfmon import estimator
 
-_DATA = os.path.join(os.path.dirname(__file__), 'data')
 
-
-@functools.cache
 def reference():
   """data/make_tf215_model_fns.py, the model_fn TF 2.15 ran."""
-  spec = importlib.util.spec_from_file_location(
-      'make_tf215_model_fns', os.path.join(_DATA, 'make_tf215_model_fns.py'))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return recorded_lib.script('model_fns')
 
 
-@functools.cache
 def recorded():
-  with open(os.path.join(_DATA, 'tf215_model_fns.json')) as f:
-    return json.load(f)
+  return recorded_lib.values('model_fns')
 
 
 def _trained(model_dir, steps=None):
@@ -185,7 +174,7 @@ def test_the_log_has_tf215s_lines_in_tf215s_order(tmp_path, caplog):
 
 
 def test_a_tf215_model_dir_continues(tmp_path, caplog):
-  shutil.copytree(os.path.join(_DATA, 'tf215_model_fn_dir'), tmp_path, dirs_exist_ok=True)
+  shutil.copytree(os.path.join(recorded_lib.DATA, 'tf215_model_fn_dir'), tmp_path, dirs_exist_ok=True)
   model = reference().make_estimator(estimator, str(tmp_path))
   results = model.evaluate(reference().eval_input)
   for key, value in recorded()['evaluated'].items():

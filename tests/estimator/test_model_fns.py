@@ -1,8 +1,6 @@
 """model_fns as real TF1 programs wrote them: summaries of metrics and inputs,
 Keras layers, op names given to hooks, seeded layers."""
 
-import functools
-import importlib.util
 import logging
 import os
 import subprocess
@@ -12,19 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.estimator import recorded
 from tfmon import estimator
 
-_DATA = os.path.join(os.path.dirname(__file__), 'data')
-
-
-@functools.cache
 def reference():
   """data/make_tf215_model_fns.py: its data, and a model_fn TF 2.15 ran."""
-  spec = importlib.util.spec_from_file_location(
-      'make_tf215_model_fns', os.path.join(_DATA, 'make_tf215_model_fns.py'))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return recorded.script('model_fns')
 
 
 def _spec(mode, features, labels, logits, **kwargs):
@@ -142,6 +133,7 @@ def test_keras_layers_have_tf215s_names_in_every_mode(tmp_path, sequential, whic
 _LEGACY_KERAS_PROGRAM = """
 import sys
 import tensorflow as tf
+from tests.estimator import recorded
 from tfmon import estimator
 from tests.estimator import test_model_fns as t
 model = estimator.Estimator(t._keras_model_fn(tf.keras), sys.argv[1])  # tf_keras here
@@ -166,9 +158,7 @@ def test_tf_keras_under_tf_use_legacy_keras_has_tf215s_names(tmp_path):
 
 
 def test_seeded_v1_layers_start_from_tf1s_values_in_every_run(tmp_path):
-  import json  # pylint: disable=import-outside-toplevel
-  with open(os.path.join(_DATA, 'tf215_model_fns.json')) as f:
-    tf1_values = json.load(f)['seeded_layers']
+  tf1_values = recorded.values('model_fns')['seeded_layers']
   runs = []
   for run in range(2):
     model_dir = str(tmp_path / str(run))

@@ -4,17 +4,14 @@ every name exists with TF's parameters, or is refused naming the fix."""
 
 import importlib
 import inspect
-import json
-import os
 
 import pytest
 
 import tfmon
+from tests.estimator import recorded
 from tfmon import estimator
 
-with open(os.path.join(os.path.dirname(__file__), 'data',
-                       'tf215_estimator_names.json')) as _f:
-  _TF215 = json.load(_f)['names']
+_TF215 = recorded.values('estimator_names')['names']
 
 # Where each TF module's names are, most specific first.
 _MODULES = (('tf.compat.v1.estimator.tpu', 'tfmon.estimator.tpu'),

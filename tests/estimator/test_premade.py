@@ -10,9 +10,6 @@ are tf.compat.v1.estimator's (tfmon.estimator.canned.v1): TF 1.x's optimizers,
 slot names, summed losses and metrics.
 """
 
-import functools
-import importlib.util
-import json
 import os
 import shutil
 
@@ -20,25 +17,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.estimator import recorded as recorded_lib
 from tfmon import estimator
 from tfmon.estimator import canned
 
-_DATA = os.path.join(os.path.dirname(__file__), 'data')
 
 
-@functools.cache
 def _reference():
-  spec = importlib.util.spec_from_file_location(
-      'make_tf215_premade', os.path.join(_DATA, 'make_tf215_premade.py'))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return recorded_lib.script('premade')
 
 
-@functools.cache
 def _recorded():
-  with open(os.path.join(_DATA, 'tf215_premade.json')) as f:
-    return json.load(f)
+  return recorded_lib.values('premade')
 
 
 def _cases():
@@ -144,7 +134,7 @@ def test_the_binary_classifier_has_tf215s_keys():
 def test_a_tf215_model_dir_continues(tmp_path):
   recorded = _recorded()['dnn_linear_combined_classifier']
   model_dir = tmp_path / 'model'
-  shutil.copytree(os.path.join(_DATA, 'tf215_model_dir'), model_dir)
+  shutil.copytree(os.path.join(recorded_lib.DATA, 'tf215_model_dir'), model_dir)
   make, kind, keys = _cases()['dnn_linear_combined_classifier']
   model = make(str(model_dir), keep_checkpoint_max=1)
   # TF 2.15's checkpoint, evaluated here: TF 2.15's metrics.

@@ -27,8 +27,8 @@ stay in step), or before any run, a call holding only the all-gather.
 
 A captured graph's training run cannot carry the agreement (its function is
 the graph's own ops), so it makes the agreement's call first (`call`), then
-runs the agreed steps, or none; a worker stopping alone makes that call with
-its stop code, which the others' next run's agreement call meets.
+runs the agreed steps, or none; a worker stopping alone makes the same call
+(`barrier`) with its stop code, which the others' next run's call meets.
 """
 
 import functools
@@ -52,8 +52,7 @@ class WorkerAgreement:
     self.wanted_save = False
     self.agreed_stop = 0     # what the last call agreed
     self.agreed_save = False
-    self._barrier = None
-    self._call = None
+    self._call = None  # `agree` alone (call, barrier), made at first use
 
   def inputs(self):
     """This worker's wishes as call inputs: `(stop, save)` int64 tensors."""
@@ -84,13 +83,10 @@ class WorkerAgreement:
     it (a captured graph's): this worker's wishes, at most `steps` steps
     ending at global step `target`; returns what the workers agreed, as ints
     `(stop, steps, target)`, and records it."""
-    if self._call is None:
-      self._call = tf.function(self.agree, autograph=False)
-    with self.strategy.scope():
-      stop, save, steps, target = self._call(
-          *self.inputs(), _int64(steps), tf.constant(target, tf.int64))
+    stop, save, steps, target = self._agree_alone(
+        self.wanted_stop, int(self.wanted_save), steps, target)
     self.record(stop, save)
-    return self.agreed_stop, int(steps), int(target)
+    return stop, steps, target
 
   def barrier(self, stop=0):
     """A call holding only the agreement: returns the agreed stop code.
@@ -98,15 +94,18 @@ class WorkerAgreement:
     Every worker calls it at the same points (session creation), or a worker
     that stops before its first run calls it to tell the others.
     """
-    if self._barrier is None:
-      def agree_only(stop):
-        zero = tf.constant(0, tf.int64)
-        return self.agree(stop, zero, zero, zero)[0]
-      self._barrier = tf.function(agree_only, autograph=False)
-    with self.strategy.scope():
-      agreed = int(self._barrier(tf.constant(stop, tf.int64)))
+    agreed = self._agree_alone(stop, 0, 0, 0)[0]
     self.agreed_stop = max(self.agreed_stop, agreed)
     return agreed
+
+  def _agree_alone(self, stop, save, steps, target):
+    """`agree` in a call of its own: the agreed values, as ints."""
+    if self._call is None:
+      self._call = tf.function(self.agree, autograph=False)
+    with self.strategy.scope():
+      return [int(value) for value in self._call(
+          _int64(stop), _int64(save), tf.constant(steps, tf.int64),
+          tf.constant(target, tf.int64))]
 
 
 @functools.cache

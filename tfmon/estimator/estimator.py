@@ -222,9 +222,7 @@ class Estimator:
               l for l in saving_listeners if l not in savers[0]._listeners)  # pylint: disable=protected-access
       loss = None
       with tfmon_train.MonitoredTrainingSession(
-          # Across workers the strategy knows the cluster: no master to warn of.
-          master='' if workers.count(config.train_distribute) > 1 else config.master,
-          is_chief=config.is_chief,
+          master=config.master, is_chief=config.is_chief,
           checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=worker_hooks,
           chief_only_hooks=chief_hooks + list(spec.training_chief_hooks),
           save_checkpoint_secs=None, save_checkpoint_steps=None,

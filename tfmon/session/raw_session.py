@@ -241,8 +241,9 @@ class RawSession(tf_internals.SessionInterface):
     """Tells the other workers that this one stops (multi-worker only).
 
     Makes one call that runs no step: the last fused call again, with the
-    same collective ops as the others' next call, or before any, a call
-    holding only the agreement. Every worker then stops after the same step.
+    same collective ops as the others' next call, or before any (and on a
+    captured graph, whose runs open with it), a call holding only the
+    agreement. Every worker then stops after the same step.
     Does nothing once the workers agreed to stop, or in one process.
 
     Args:
@@ -253,9 +254,7 @@ class RawSession(tf_internals.SessionInterface):
     if agreement is None or agreement.agreed_stop or self._closed:
       return
     agreement.wanted_stop = code
-    if self._graph_call is not None:  # the others' next run's agreement call
-      agreement.call(0, 0)
-    elif self._last_fused is None:
+    if self._last_fused is None:  # no fused call yet, or a captured graph's runs
       agreement.barrier(code)
     else:
       self.calls_run += 1

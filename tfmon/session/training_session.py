@@ -85,7 +85,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   workers (see docs/distribution.md, "Multi-worker training").
 
   Args:
-    master: Ignored, with a warning: tfmon runs in this process.
+    master: Ignored, with a warning: tfmon runs in this process (under a
+      multi-worker strategy, silently: the strategy holds the cluster).
     is_chief: Whether this process initializes, checkpoints and writes
       summaries. Default: under a multi-worker strategy, what its cluster
       resolver says (the 'chief' task, else worker 0); otherwise True.
@@ -140,6 +141,8 @@ def MonitoredTrainingSession(  # pylint: disable=invalid-name
   if strategy is None:  # a captured graph's is the one it was built under
     strategy = getattr(graph_capture.current(), 'strategy', None)
   is_chief = _is_chief(is_chief, strategy)
+  if workers.current(strategy) is not None:
+    master = ''  # the strategy holds the cluster: nothing to warn of
   for name, value in (('save_checkpoint_steps', save_checkpoint_steps),
                       ('save_summaries_steps', save_summaries_steps),
                       ('log_step_count_steps', log_step_count_steps)):
